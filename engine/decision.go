@@ -1,0 +1,74 @@
+package engine
+
+import "time"
+
+// Verdicts a decision can carry. Precedence is deny > require_approval > allow.
+const (
+	Allow           = "allow"
+	Deny            = "deny"
+	RequireApproval = "require_approval"
+)
+
+// Rule identifiers the engine itself produces (policy rules come from Rego).
+const (
+	RuleInternalError       = "svc.core/internal_error"
+	RuleFailClosed          = "svc.core/fail_closed"
+	RuleInvalidRequest      = "svc.core/invalid_request"
+	RuleHoldCreationFailed  = "svc.core/hold_creation_failed"
+	RuleHoldNotRedeemable   = "svc.core/hold_not_redeemable"
+	RuleApprovedResubmisson = "svc.policy/approved_resubmission"
+	RuleFrozen              = "svc.policy/frozen"
+)
+
+// Reason codes of a refused re-submission (spec §3, §7).
+const (
+	ReasonHoldNotFound         = "svc_hold_not_found"
+	ReasonHoldNotApproved      = "svc_hold_not_approved"
+	ReasonHoldExpired          = "svc_hold_expired"
+	ReasonHoldConsumed         = "svc_hold_consumed"
+	ReasonHoldEnvelopeMismatch = "svc_hold_envelope_mismatch"
+	ReasonHoldActorMismatch    = "svc_hold_actor_mismatch"
+)
+
+// Decision is the response body of POST /v1/decide (spec §2.2). Beside the
+// fields of the spec it carries the envelope hash and the canonical and raw
+// verb and environment the policy saw, so an adapter can log what was decided.
+type Decision struct {
+	Decision         string   `json:"decision"`
+	Reason           string   `json:"reason"`
+	Rule             string   `json:"rule"`
+	Obligations      []string `json:"obligations"`
+	Modulation       any      `json:"modulation"`
+	DecisionID       string   `json:"decision_id"`
+	HoldID           string   `json:"hold_id,omitempty"`
+	ExpiresTS        string   `json:"expires_ts,omitempty"`
+	ParentDecisionID string   `json:"parent_decision_id,omitempty"`
+	EnvelopeHash     string   `json:"envelope_hash,omitempty"`
+	Verb             string   `json:"verb,omitempty"`
+	RawVerb          string   `json:"raw_verb,omitempty"`
+	Environment      string   `json:"environment,omitempty"`
+	RawEnvironment   string   `json:"raw_environment,omitempty"`
+}
+
+// Verdict is what a policy evaluation returns: the decision, the rule that
+// fired and a human-readable reason.
+type Verdict struct {
+	Decision string `json:"decision"`
+	Rule     string `json:"rule"`
+	Reason   string `json:"reason"`
+}
+
+// Valid reports whether the verdict names a known decision and a rule.
+func (v Verdict) Valid() bool {
+	switch v.Decision {
+	case Allow, Deny, RequireApproval:
+		return v.Rule != ""
+	}
+	return false
+}
+
+// FormatTime renders t as RFC 3339 UTC with millisecond precision, the one
+// timestamp format of every svc document.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// opaQuery is the one query svc asks of a policy pack.
+const opaQuery = "data.svc.policy.decision"
+
+const (
+	// opaMaxOutput bounds what an opa run may print: a verdict is a few
+	// hundred bytes, and a runaway child must not grow memory without bound.
+	opaMaxOutput = 1 << 20
+	// opaMaxSnippet bounds the opa output quoted in an error.
+	opaMaxSnippet = 512
+	// opaWaitDelay bounds how long a finished or killed opa may keep its
+	// output pipes open (through a child it left behind) before they are
+	// closed under it.
+	opaWaitDelay = 500 * time.Millisecond
+)
+
+// EvalEvaluator is the Evaluator that runs `opa eval` once per decision on
+// the policy pack in a directory. Each run is bounded by a timeout and runs
+// in its own process group, which is killed whole on timeout or cancel.
+type EvalEvaluator struct {
+	bin       string
+	policyDir string
+	timeout   time.Duration
+}
+
+var _ Evaluator = (*EvalEvaluator)(nil)
+
+// NewEvalEvaluator returns an evaluator running the opa binary bin (a path,
+// or a name looked up on PATH) on the policy and data files in policyDir,
+// each run bounded by timeout. A non-positive timeout fails every run.
+func NewEvalEvaluator(bin, policyDir string, timeout time.Duration) *EvalEvaluator {
+	return &EvalEvaluator{bin: bin, policyDir: policyDir, timeout: timeout}
+}
+
+// Evaluate runs data.svc.policy.decision on input. It returns a nil error
+// only with a valid verdict; every fault of the run or of its output is an
+// error, which the engine turns into deny.
+func (e *EvalEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+	out, err := e.run(ctx, input, "eval", "--format", "json", "--stdin-input",
+		"--strict-builtin-errors", "--data", e.policyDir, opaQuery)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
+	}
+	v, err := parseOPAVerdict(out)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
+	}
+	return v, nil
+}
+
+// Check is the start-up probe: the binary runs, and the policy compiles and
+// yields a valid verdict for a small sample input.
+func (e *EvalEvaluator) Check(ctx context.Context) error {
+	if _, err := e.run(ctx, nil, "version"); err != nil {
+		return fmt.Errorf("opa binary %q not runnable: %w", e.bin, err)
+	}
+	input, err := json.Marshal(probeInput())
+	if err != nil {
+		return fmt.Errorf("encode probe input: %w", err)
+	}
+	if _, err := e.Evaluate(ctx, input); err != nil {
+		return fmt.Errorf("policy in %s does not compile or yields no decision: %w", e.policyDir, err)
+	}
+	return nil
+}
+
+// probeInput is an internal read in dev: every sound pack decides it.
+func probeInput() PolicyInput {
+	return PolicyInput{
+		Envelope: &Envelope{
+			Agent:     Agent{ID: "svc-probe", SessionID: "svc-probe"},
+			Action:    Action{Namespace: "svc", Verb: "read", RawVerb: "read", Ability: "svc/read"},
+			Target:    Target{Kind: "probe", Ref: "probe", Environment: "dev", RawEnvironment: "dev"},
+			Magnitude: Magnitude{Count: 1},
+			Axes:      Axes{Reversibility: "reversible", BlastRadius: "single", Externality: "internal"},
+			Mode:      ModeEnforce,
+		},
+		Cumulative: Cumulative{WindowSeconds: 3600},
+	}
+}
+
+// run runs the opa binary with args and stdin and returns its stdout.
+func (e *EvalEvaluator) run(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
+	runCtx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	stdout := &opaOutput{limit: opaMaxOutput}
+	stderr := &opaOutput{limit: opaMaxSnippet}
+	cmd := exec.CommandContext(runCtx, e.bin, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killProcessGroup(cmd.Process.Pid) }
+	cmd.WaitDelay = opaWaitDelay
+	err := cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// opa exited but left a child holding its output: reap the group.
+		_ = killProcessGroup(cmd.Process.Pid)
+	}
+	switch {
+	case err == nil && stdout.over:
+		return nil, fmt.Errorf("opa %s printed more than %d bytes", args[0], opaMaxOutput)
+	case err == nil:
+		return stdout.buf.Bytes(), nil
+	case cmd.Process == nil:
+		return nil, fmt.Errorf("run opa %q: %w", e.bin, err)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("opa %s canceled: %w", args[0], ctx.Err())
+	case runCtx.Err() != nil:
+		return nil, fmt.Errorf("opa %s timed out after %s: %w", args[0], e.timeout, runCtx.Err())
+	}
+	return nil, fmt.Errorf("opa %s failed: %w: %s", args[0], err, failureSnippet(stderr, stdout))
+}
+
+// killProcessGroup kills opa and every process it started.
+func killProcessGroup(pid int) error {
+	err := syscall.Kill(-pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// failureSnippet quotes what a failed opa said: stderr, or stdout where opa
+// --format json prints its errors.
+func failureSnippet(stderr, stdout *opaOutput) string {
+	if s := opaSnippet(stderr.buf.Bytes()); s != "" {
+		return s
+	}
+	if s := opaSnippet(stdout.buf.Bytes()); s != "" {
+		return s
+	}
+	return "no output"
+}
+
+// opaSnippet renders b on one line, cut to opaMaxSnippet bytes.
+func opaSnippet(b []byte) string {
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")
+	if len(s) <= opaMaxSnippet {
+		return s
+	}
+	cut := opaMaxSnippet
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// opaOutput keeps the first limit bytes written to it and notes whether
+// more were written.
+type opaOutput struct {
+	buf   bytes.Buffer
+	limit int
+	over  bool
+}
+
+// Write implements io.Writer; it never fails, so the child is never blocked
+// on a full pipe.
+func (o *opaOutput) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := o.limit - o.buf.Len(); n > room {
+		o.over = true
+		p = p[:max(room, 0)]
+	}
+	o.buf.Write(p)
+	return n, nil
+}
+
+// opaResult is the output of `opa eval --format json`: one result per
+// solution, one value per query expression. An undefined query prints {}.
+type opaResult struct {
+	Result []struct {
+		Expressions []struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"expressions"`
+	} `json:"result"`
+}
+
+// parseOPAVerdict extracts the one valid verdict from opa eval output.
+func parseOPAVerdict(out []byte) (Verdict, error) {
+	var res opaResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+	}
+	switch {
+	case len(res.Result) == 0:
+		return Verdict{}, errors.New("policy decision is undefined")
+	case len(res.Result) > 1:
+		return Verdict{}, fmt.Errorf("policy returned %d results, want 1", len(res.Result))
+	case len(res.Result[0].Expressions) != 1:
+		return Verdict{}, fmt.Errorf("policy returned %d expressions, want 1", len(res.Result[0].Expressions))
+	}
+	value := res.Result[0].Expressions[0].Value
+	var fields struct {
+		Decision, Rule, Reason *string
+	}
+	if err := json.Unmarshal(value, &fields); err != nil {
+		return Verdict{}, fmt.Errorf("policy decision %q is not an object of strings: %w", opaSnippet(value), err)
+	}
+	if fields.Decision == nil || fields.Rule == nil || fields.Reason == nil {
+		return Verdict{}, fmt.Errorf("policy decision %q lacks decision, rule or reason", opaSnippet(value))
+	}
+	v := Verdict{Decision: *fields.Decision, Rule: *fields.Rule, Reason: *fields.Reason}
+	if !v.Valid() {
+		return Verdict{}, fmt.Errorf("policy verdict is invalid: decision %q, rule %q", v.Decision, v.Rule)
+	}
+	return v, nil
+}

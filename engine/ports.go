@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Evaluator evaluates the policy input document (see docs/policy.md) and
+// returns the verdict of data.svc.policy.decision. Any failure is an error;
+// the engine turns every error into deny.
+type Evaluator interface {
+	Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error)
+}
+
+// Totals are a session's cumulative charges over the rolling window.
+type Totals struct {
+	Deletes       int64 `json:"deletes"`
+	ExternalSends int64 `json:"external_sends"`
+	Objects       int64 `json:"objects"`
+}
+
+// Charge is what one allowed action adds to its session's totals.
+type Charge struct {
+	SessionID  string
+	DecisionID string
+	At         time.Time
+	Totals
+}
+
+// Budgets is the per-session ledger of cumulative charges. The engine
+// serialises the decisions of one session around Totals → evaluate → Charge,
+// so an implementation needs no locking of its own beyond durability.
+type Budgets interface {
+	Totals(ctx context.Context, sessionID string, since time.Time) (Totals, error)
+	Charge(ctx context.Context, c Charge) error
+}
+
+// Recorder appends one audit record. It returns only after the record is
+// durable (JSONL synced, mirror row committed); an error means the record may
+// be missing, and the engine then answers deny.
+type Recorder interface {
+	Record(ctx context.Context, kind string, record any) error
+}
+
+// Publisher hands an event to the export queues. It never blocks and never
+// fails the caller: delivery problems are the exporter's to count.
+type Publisher interface {
+	Publish(ev Event)
+}
+
+// Event is one exported event: its type (decision, lifecycle, kill_switch,
+// hold.created, hold.resolved, hold.expired, freeze.flipped) and its body.
+type Event struct {
+	Type string
+	Body any
+}
+
+// Hold statuses (spec §3).
+const (
+	HoldPending  = "pending"
+	HoldApproved = "approved"
+	HoldRejected = "rejected"
+	HoldExpired  = "expired"
+	HoldConsumed = "consumed"
+)
+
+// Principal is an identity that can resolve holds, written <type>:<id>.
+type Principal struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+}
+
+// String renders the principal as <type>:<id>.
+func (p Principal) String() string { return p.Type + ":" + p.ID }
+
+// Hold is a pending approval created by a require_approval decision.
+type Hold struct {
+	ID                string     `json:"id"`
+	Status            string     `json:"status"`
+	Rule              string     `json:"rule"`
+	Reason            string     `json:"reason"`
+	Envelope          *Envelope  `json:"envelope"`
+	EnvelopeHash      string     `json:"envelope_hash"`
+	ParamsHash        string     `json:"params_hash"`
+	CreatedTS         time.Time  `json:"created_ts"`
+	ExpiresTS         time.Time  `json:"expires_ts"`
+	DecidedBy         *Principal `json:"decided_by"`
+	DecidedTS         *time.Time `json:"decided_ts"`
+	DecidedByVerified *bool      `json:"decided_by_verified"`
+	ResolutionReason  string     `json:"resolution_reason"`
+	ConsumedTS        *time.Time `json:"consumed_ts"`
+	DecisionID        string     `json:"decision_id"`
+	ConsumedBy        string     `json:"consumed_by_decision_id,omitempty"`
+}
+
+// HoldQuery selects a page of holds. Status "all" or "" means no filter.
+type HoldQuery struct {
+	Status string
+	Limit  int
+	Cursor string
+	Now    time.Time
+}
+
+// HoldPage is one page of a hold listing.
+type HoldPage struct {
+	Items      []Hold  `json:"items"`
+	Count      int     `json:"count"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// Holds is the durable hold store. Get and List report a pending or approved
+// hold whose expiry has passed as expired. Consume is a single
+// compare-and-set from approved (and unexpired) to consumed; it returns
+// ErrConflict when the hold was not in that state.
+type Holds interface {
+	Create(ctx context.Context, h Hold) error
+	Get(ctx context.Context, id string, now time.Time) (Hold, error)
+	List(ctx context.Context, q HoldQuery) (HoldPage, error)
+	Consume(ctx context.Context, id, decisionID string, now time.Time) (Hold, error)
+}
+
+// ResolveRequest is a request to approve or reject a hold, as received on
+// POST /v1/holds/{id}/resolve.
+type ResolveRequest struct {
+	HoldID     string
+	Credential string     // bearer token presented, "" if none
+	Decision   string     // approve or reject
+	Reason     string     // optional free text
+	Asserted   *Principal // body principal, honoured only when verification is off
+	Now        time.Time
+}
+
+// Resolver decides who may resolve a hold and applies the resolution:
+// credential → principal, verification, resolution policy, four eyes, state
+// transition. Errors are *Error values with codes the HTTP layer maps.
+type Resolver interface {
+	Resolve(ctx context.Context, r ResolveRequest) (Hold, error)
+	// Knows reports whether token is a configured resolver credential; such
+	// tokens are accepted as bearer credentials on the hold routes.
+	Knows(token string) bool
+}

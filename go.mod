@@ -1,0 +1,3 @@
+module github.com/svc-dev/svc
+
+go 1.26.8

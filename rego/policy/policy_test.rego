@@ -1,0 +1,332 @@
+# Package svc.policy_test holds the opa test cases of the bundled pack: one
+# or more per rule, the budget boundaries, the rule priorities, and an
+# exhaustive check that decision is defined for every canonical input.
+package svc.policy_test
+
+import data.svc.policy
+
+# base is an unremarkable update in production: it matches no restricting
+# rule. Each test patches it with the fields under test.
+base := {
+	"envelope": {
+		"agent": {"id": "agent-1", "on_behalf_of": "human:alice", "session_id": "s-1"},
+		"action": {"namespace": "db", "verb": "update", "raw_verb": "modify", "ability": "db/update"},
+		"target": {"kind": "table", "ref": "users", "environment": "production", "raw_environment": "prod"},
+		"params": {},
+		"magnitude": {"count": 1},
+		"axes": {"reversibility": "reversible", "blast_radius": "single", "externality": "internal"},
+		"approval": {"present": false, "hold_id": ""},
+		"trajectory_ref": null,
+		"context": {},
+		"meta": {"timestamp": "2025-01-01T00:00:00.000Z", "nonce": "n-1", "signature": "stub"},
+		"mode": "enforce",
+	},
+	"cumulative": {"window_seconds": 3600, "deletes": 0, "external_sends": 0, "objects": 0},
+	"frozen": false,
+}
+
+decide(patch) := d if {
+	d := policy.decision with input as object.union(base, patch)
+}
+
+charge_of(patch) := c if {
+	c := policy.charge with input as object.union(base, patch)
+}
+
+act(verb, env, rev, radius, ext, n) := {"envelope": {
+	"action": {"verb": verb},
+	"target": {"environment": env},
+	"axes": {"reversibility": rev, "blast_radius": radius, "externality": ext},
+	"magnitude": {"count": n},
+}}
+
+prior(deletes, sends, objects) := {"cumulative": {"deletes": deletes, "external_sends": sends, "objects": objects}}
+
+expect(patch, decision, rule) if {
+	d := decide(patch)
+	d.decision == decision
+	d.rule == rule
+	is_string(d.reason)
+	d.reason != ""
+}
+
+# --- default and read rules ---
+
+test_default_allow if {
+	expect({}, "allow", "svc.policy/default_allow")
+}
+
+test_read_internal_allowed if {
+	expect(act("read", "production", "reversible", "single", "internal", 1), "allow", "svc.policy/read_only_internal")
+}
+
+test_read_outbound_is_default_allow if {
+	expect(act("read", "dev", "reversible", "single", "outbound", 1), "allow", "svc.policy/default_allow")
+}
+
+test_read_physical_is_default_allow if {
+	expect(act("read", "dev", "reversible", "single", "physical", 1), "allow", "svc.policy/default_allow")
+}
+
+# --- frozen ---
+
+test_frozen_denies_non_read if {
+	every v in ["create", "update", "delete", "execute", "transact", "emit"] {
+		expect(object.union(act(v, "dev", "reversible", "single", "internal", 1), {"frozen": true}), "deny", "svc.policy/frozen")
+	}
+}
+
+test_frozen_read_allowed if {
+	expect(object.union(act("read", "production", "reversible", "single", "internal", 1), {"frozen": true}), "allow", "svc.policy/read_only_internal")
+}
+
+test_frozen_beats_systemic if {
+	expect(object.union(act("delete", "production", "irreversible", "systemic", "internal", 1), {"frozen": true}), "deny", "svc.policy/frozen")
+}
+
+test_frozen_beats_budget if {
+	patch := object.union(act("delete", "dev", "reversible", "single", "internal", 5), prior(18, 0, 0))
+	expect(object.union(patch, {"frozen": true}), "deny", "svc.policy/frozen")
+}
+
+test_frozen_read_still_budgeted if {
+	patch := object.union(act("read", "dev", "reversible", "single", "internal", 2), prior(0, 0, 199))
+	expect(object.union(patch, {"frozen": true}), "require_approval", "svc.policy/cumulative_budget")
+}
+
+test_unfrozen_update_allowed if {
+	expect({"frozen": false}, "allow", "svc.policy/default_allow")
+}
+
+# --- irreversible production rules ---
+
+test_irreversible_systemic_prod_denied if {
+	expect(act("delete", "production", "irreversible", "systemic", "internal", 1), "deny", "svc.policy/irreversible_systemic_prod")
+}
+
+test_irreversible_broad_prod_requires_approval if {
+	expect(act("delete", "production", "irreversible", "broad", "internal", 1), "require_approval", "svc.policy/irreversible_broad_prod")
+}
+
+test_systemic_beats_budget if {
+	patch := object.union(act("delete", "production", "irreversible", "systemic", "internal", 5), prior(18, 0, 0))
+	expect(patch, "deny", "svc.policy/irreversible_systemic_prod")
+}
+
+test_broad_beats_budget if {
+	patch := object.union(act("delete", "production", "irreversible", "broad", "internal", 5), prior(18, 0, 0))
+	expect(patch, "require_approval", "svc.policy/irreversible_broad_prod")
+}
+
+test_prod_rules_skip_other_environments if {
+	every env in ["staging", "dev"] {
+		every radius in ["broad", "systemic"] {
+			expect(act("delete", env, "irreversible", radius, "internal", 1), "allow", "svc.policy/default_allow")
+		}
+	}
+}
+
+test_prod_rules_skip_recoverable if {
+	every radius in ["broad", "systemic"] {
+		expect(act("delete", "production", "recoverable", radius, "internal", 1), "allow", "svc.policy/default_allow")
+	}
+}
+
+test_prod_rules_skip_narrow_radius if {
+	every radius in ["single", "scoped"] {
+		expect(act("delete", "production", "irreversible", radius, "internal", 1), "allow", "svc.policy/default_allow")
+	}
+}
+
+test_irreversible_read_systemic_prod_denied if {
+	expect(act("read", "production", "irreversible", "systemic", "internal", 1), "deny", "svc.policy/irreversible_systemic_prod")
+}
+
+# --- cumulative budgets ---
+
+test_delete_budget_at_limit_allowed if {
+	expect(object.union(act("delete", "dev", "reversible", "single", "internal", 5), prior(15, 0, 0)), "allow", "svc.policy/default_allow")
+}
+
+test_delete_budget_over_limit_held if {
+	d := decide(object.union(act("delete", "dev", "reversible", "single", "internal", 5), prior(16, 0, 0)))
+	d.decision == "require_approval"
+	d.rule == "svc.policy/session_delete_budget"
+	d.reason == "session delete budget exceeded: 16 prior + 5 requested > limit 20"
+}
+
+test_delete_budget_reason_figures if {
+	d := decide(object.union(act("delete", "dev", "reversible", "single", "internal", 5), prior(18, 0, 0)))
+	d.reason == "session delete budget exceeded: 18 prior + 5 requested > limit 20"
+}
+
+test_delete_budget_single_action_over_limit if {
+	expect(act("delete", "dev", "reversible", "single", "internal", 21), "require_approval", "svc.policy/session_delete_budget")
+}
+
+test_delete_budget_ignores_other_verbs if {
+	expect(object.union(act("update", "dev", "reversible", "single", "internal", 5), prior(20, 0, 0)), "allow", "svc.policy/default_allow")
+}
+
+test_delete_budget_spent_zero_count_delete_allowed if {
+	expect(object.union(act("delete", "dev", "reversible", "single", "internal", 0), prior(25, 0, 0)), "allow", "svc.policy/default_allow")
+}
+
+test_external_sends_at_limit_allowed if {
+	expect(object.union(act("emit", "dev", "reversible", "single", "outbound", 10), prior(0, 40, 0)), "allow", "svc.policy/default_allow")
+}
+
+test_external_sends_over_limit_held if {
+	d := decide(object.union(act("emit", "dev", "reversible", "single", "outbound", 10), prior(0, 41, 0)))
+	d.decision == "require_approval"
+	d.rule == "svc.policy/cumulative_budget"
+	d.reason == "session external send budget exceeded: 41 prior + 10 requested > limit 50"
+}
+
+test_external_sends_ignore_internal if {
+	expect(object.union(act("emit", "dev", "reversible", "single", "internal", 10), prior(0, 50, 0)), "allow", "svc.policy/default_allow")
+}
+
+test_objects_at_limit_allowed if {
+	expect(object.union(act("update", "dev", "reversible", "single", "internal", 10), prior(0, 0, 190)), "allow", "svc.policy/default_allow")
+}
+
+test_objects_over_limit_held if {
+	d := decide(object.union(act("update", "dev", "reversible", "single", "internal", 10), prior(0, 0, 191)))
+	d.decision == "require_approval"
+	d.rule == "svc.policy/cumulative_budget"
+	d.reason == "session object budget exceeded: 191 prior + 10 requested > limit 200"
+}
+
+test_objects_count_reads if {
+	expect(object.union(act("read", "dev", "reversible", "single", "internal", 1), prior(0, 0, 200)), "require_approval", "svc.policy/cumulative_budget")
+}
+
+test_delete_budget_checked_first if {
+	d := decide(object.union(act("delete", "dev", "reversible", "single", "outbound", 30), prior(0, 50, 200)))
+	d.rule == "svc.policy/session_delete_budget"
+}
+
+test_sends_checked_before_objects if {
+	d := decide(object.union(act("emit", "dev", "reversible", "single", "outbound", 30), prior(0, 50, 200)))
+	d.rule == "svc.policy/cumulative_budget"
+	startswith(d.reason, "session external send budget exceeded")
+}
+
+test_budget_beats_read_only_internal if {
+	expect(object.union(act("read", "dev", "reversible", "single", "internal", 201), prior(0, 0, 0)), "require_approval", "svc.policy/cumulative_budget")
+}
+
+test_thresholds_are_data if {
+	patch := object.union(act("delete", "dev", "reversible", "single", "internal", 5), prior(0, 0, 0))
+	d := decide(patch) with data.svc.thresholds as {"deletes": 4, "external_sends": 50, "objects": 200}
+	d.rule == "svc.policy/session_delete_budget"
+	d.reason == "session delete budget exceeded: 0 prior + 5 requested > limit 4"
+}
+
+# --- charge ---
+
+test_charge_delete_internal if {
+	charge_of(act("delete", "dev", "reversible", "single", "internal", 7)) == {"deletes": 7, "external_sends": 0, "objects": 7}
+}
+
+test_charge_outbound_emit if {
+	charge_of(act("emit", "dev", "reversible", "single", "outbound", 3)) == {"deletes": 0, "external_sends": 3, "objects": 3}
+}
+
+test_charge_outbound_delete if {
+	charge_of(act("delete", "dev", "reversible", "single", "outbound", 2)) == {"deletes": 2, "external_sends": 2, "objects": 2}
+}
+
+test_charge_read if {
+	charge_of(act("read", "dev", "reversible", "single", "physical", 4)) == {"deletes": 0, "external_sends": 0, "objects": 4}
+}
+
+# --- malformed input and configuration fail closed ---
+
+test_invalid_input_denied if {
+	every patch in [
+		act("drop", "dev", "reversible", "single", "internal", 1),
+		act("delete", "prod", "reversible", "single", "internal", 1),
+		act("delete", "dev", "permanent", "single", "internal", 1),
+		act("delete", "dev", "reversible", "huge", "internal", 1),
+		act("delete", "dev", "reversible", "single", "email", 1),
+		act("delete", "dev", "reversible", "single", "internal", -1),
+		act("delete", "dev", "reversible", "single", "internal", 1.5),
+		act("delete", "dev", "reversible", "single", "internal", "1"),
+		prior(-1, 0, 0),
+		prior(0, "x", 0),
+		{"frozen": "yes"},
+	] {
+		expect(patch, "deny", "svc.policy/invalid_input")
+	}
+}
+
+test_empty_input_denied if {
+	d := policy.decision with input as {}
+	d.rule == "svc.policy/invalid_input"
+	d.decision == "deny"
+}
+
+test_missing_cumulative_denied if {
+	d := policy.decision with input as object.remove(base, ["cumulative"])
+	d.rule == "svc.policy/invalid_input"
+}
+
+test_missing_thresholds_denied if {
+	d := decide({}) with data.svc.thresholds as {"deletes": 20, "objects": 200}
+	d.decision == "deny"
+	d.rule == "svc.policy/invalid_thresholds"
+}
+
+test_non_numeric_thresholds_denied if {
+	d := decide({}) with data.svc.thresholds as {"deletes": "20", "external_sends": 50, "objects": 200}
+	d.rule == "svc.policy/invalid_thresholds"
+}
+
+# --- totality: one verdict for every canonical value of each field ---
+
+test_decision_defined_for_every_environment_and_risk if {
+	verdicts := [d |
+		some env in policy.environments
+		some rev in policy.reversibilities
+		some radius in policy.blast_radii
+		d := decide(act("delete", env, rev, radius, "internal", 1))
+	]
+	count(verdicts) == (3 * 3) * 4
+	every d in verdicts {
+		well_formed(d)
+	}
+}
+
+test_decision_defined_for_every_externality if {
+	verdicts := [d |
+		some ext in policy.externalities
+		some v in ["read", "emit"]
+		d := decide(act(v, "production", "irreversible", "systemic", ext, 1))
+	]
+	count(verdicts) == 3 * 2
+	every d in verdicts {
+		well_formed(d)
+	}
+}
+
+test_decision_defined_for_every_verb_frozen_or_not if {
+	verdicts := [d |
+		some v in policy.verbs
+		some env in policy.environments
+		some frozen in [true, false]
+		d := decide(object.union(act(v, env, "irreversible", "broad", "outbound", 1), {"frozen": frozen}))
+	]
+	count(verdicts) == (7 * 3) * 2
+	every d in verdicts {
+		well_formed(d)
+	}
+}
+
+well_formed(d) if {
+	d.decision in {"allow", "deny", "require_approval"}
+	startswith(d.rule, "svc.policy/")
+	d.reason != ""
+	count(d) == 3
+}
