@@ -1,0 +1,105 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+var _ engine.Budgets = (*Budgets)(nil)
+
+// Budgets is the per-session ledger of charges. Each charge is its own row,
+// so a session's totals over any window are a sum over an index range and
+// the rolling window needs no bucket maintenance; Prune bounds the table.
+type Budgets struct {
+	db                    *DB
+	totals, charge, prune *sql.Stmt
+}
+
+// NewBudgets prepares the ledger's statements on db; db.Close releases them.
+func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
+	b := Budgets{db: db}
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&b.totals, `SELECT COALESCE(SUM(deletes), 0), COALESCE(SUM(external_sends), 0), COALESCE(SUM(objects), 0)
+			FROM charges WHERE session_id = ? AND at_ms >= ?`},
+		{&b.charge, `INSERT INTO charges (session_id, decision_id, at_ms, deletes, external_sends, objects)
+			VALUES (?, ?, ?, ?, ?, ?)`},
+		{&b.prune, `DELETE FROM charges WHERE at_ms < ?`},
+	} {
+		stmt, err := db.prepare(ctx, p.query)
+		if err != nil {
+			return nil, fmt.Errorf("new budgets: %w", err)
+		}
+		*p.stmt = stmt
+	}
+	return &b, nil
+}
+
+// Totals sums the charges of sessionID made at or after since.
+func (b *Budgets) Totals(ctx context.Context, sessionID string, since time.Time) (engine.Totals, error) {
+	var t engine.Totals
+	err := b.totals.QueryRowContext(ctx, sessionID, since.UnixMilli()).
+		Scan(&t.Deletes, &t.ExternalSends, &t.Objects)
+	if err != nil {
+		return engine.Totals{}, fmt.Errorf("budget totals of session %q: %w", sessionID, err)
+	}
+	return t, nil
+}
+
+// Charge records c. A charge of all zeros adds nothing to any total and is
+// not stored. A charge without a session or time, or with a negative count,
+// is refused: stored, it would escape or lower the totals it belongs to.
+func (b *Budgets) Charge(ctx context.Context, c engine.Charge) error {
+	if err := validCharge(c); err != nil {
+		return fmt.Errorf("charge session %q decision %q: %w", c.SessionID, c.DecisionID, err)
+	}
+	if c.Totals == (engine.Totals{}) {
+		return nil
+	}
+	err := b.db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.StmtContext(ctx, b.charge).ExecContext(ctx, c.SessionID, c.DecisionID,
+			c.At.UnixMilli(), c.Deletes, c.ExternalSends, c.Objects)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("charge session %q decision %q: %w", c.SessionID, c.DecisionID, err)
+	}
+	return nil
+}
+
+func validCharge(c engine.Charge) error {
+	switch {
+	case c.SessionID == "":
+		return errors.New("empty session id")
+	case c.At.IsZero():
+		return errors.New("zero charge time")
+	case c.Deletes < 0 || c.ExternalSends < 0 || c.Objects < 0:
+		return fmt.Errorf("negative charge %+v", c.Totals)
+	}
+	return nil
+}
+
+// Prune deletes the charges made before before and returns how many it
+// deleted. Call it periodically with now minus the longest budget window.
+func (b *Budgets) Prune(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := b.db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, b.prune).ExecContext(ctx, before.UnixMilli())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune charges before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return n, nil
+}

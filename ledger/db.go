@@ -1,0 +1,209 @@
+// Package ledger owns svc's SQLite database and the two records kept in it
+// by the decision path: the per-session budget ledger (Budgets) and the
+// audit log (Audit: an fsynced JSONL file plus a SQLite mirror). The holds
+// store shares the database through DB.SQL and runs its own migrations.
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+)
+
+// pragmas are applied to every connection through the DSN.
+//
+// synchronous=FULL rather than NORMAL: in WAL mode NORMAL survives a process
+// crash but may roll back the last commits on power loss or an OS crash. svc
+// answers a decision only after its charge and audit row are committed, and a
+// consumed hold or a charge that silently disappears after a power cut would
+// re-open an approval or a budget, i.e. fail open. FULL costs one WAL fsync
+// per write transaction; the audit amortises it by group commit and charges
+// occur once per costed decision, which the opa evaluation already dominates.
+const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=1&_synchronous=FULL"
+
+// migrationPrefix namespaces this package's rows in the shared migrations
+// table, which the holds store also writes to.
+const migrationPrefix = "ledger/"
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// DB is svc's SQLite database.
+type DB struct {
+	// Now is the clock stamped on audit rows; tests may replace it before
+	// the first use.
+	Now func() time.Time
+
+	db   *sql.DB
+	path string
+	temp string // private directory removed on Close; "" for a durable path
+
+	// writer serialises this package's write transactions in Go: SQLite's
+	// busy handler, which would otherwise queue them, polls with sleeps of
+	// up to 100ms and multiplies commit latency under contention.
+	writer chan struct{}
+
+	mu     sync.Mutex
+	stmts  []*sql.Stmt
+	closed bool
+}
+
+// Open opens (creating if needed) the database at path and applies pending
+// migrations. An empty path means ephemeral: the database lives in a private
+// temporary directory that Close removes, so "in-memory" state is simply not
+// persisted across restarts. A real file is used rather than a shared-cache
+// :memory: database, whose table locks break concurrent readers and writers.
+func Open(ctx context.Context, path string) (*DB, error) {
+	db := &DB{Now: time.Now, path: path, writer: make(chan struct{}, 1)}
+	if path == "" {
+		dir, err := os.MkdirTemp("", "svc-ledger-*") // mode 0700
+		if err != nil {
+			return nil, fmt.Errorf("open ephemeral ledger: %w", err)
+		}
+		db.temp, db.path = dir, filepath.Join(dir, "svc.db")
+	}
+	if err := db.open(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", db.path, err)
+	}
+	return db, nil
+}
+
+func (db *DB) open(ctx context.Context) error {
+	if strings.ContainsRune(db.path, '?') {
+		return errors.New("path must not contain '?'")
+	}
+	sqlDB, err := sql.Open("sqlite3", db.path+"?"+pragmas)
+	if err != nil {
+		return err
+	}
+	db.db = sqlDB
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return err
+	}
+	return db.migrate(ctx)
+}
+
+// migrate applies, in name order, every embedded migration not yet recorded
+// in the migrations table, each in its own transaction.
+func (db *DB) migrate(ctx context.Context) error {
+	const create = `CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY)`
+	if _, err := db.db.ExecContext(ctx, create); err != nil {
+		return fmt.Errorf("create migrations table: %w", err)
+	}
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := db.migrateFile(ctx, name); err != nil {
+			return fmt.Errorf("migrate %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (db *DB) migrateFile(ctx context.Context, name string) error {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	key := migrationPrefix + filepath.Base(name)
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM migrations WHERE name = ?`, key).Scan(&n); err != nil {
+		return err
+	} else if n != 0 {
+		return nil
+	}
+	body, err := fs.ReadFile(migrationFS, name)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (name) VALUES (?)`, key); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// write runs fn in a write transaction and commits it if fn succeeds.
+func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	select {
+	case db.writer <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-db.writer }()
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// SQL returns the shared connection pool, for stores that live in the same
+// database (holds).
+func (db *DB) SQL() *sql.DB { return db.db }
+
+// Path returns the database file's path, the generated one when ephemeral.
+func (db *DB) Path() string { return db.path }
+
+// prepare prepares a statement that Close will release.
+func (db *DB) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil, errors.New("ledger closed")
+	}
+	stmt, err := db.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %q: %w", query, err)
+	}
+	db.stmts = append(db.stmts, stmt)
+	return stmt, nil
+}
+
+// Close closes the database and, when ephemeral, removes its directory. It
+// is idempotent. Close an Audit before its DB.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	var errs []error
+	for _, stmt := range db.stmts {
+		errs = append(errs, stmt.Close())
+	}
+	if db.db != nil {
+		errs = append(errs, db.db.Close())
+	}
+	if db.temp != "" {
+		errs = append(errs, os.RemoveAll(db.temp))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close ledger %s: %w", db.path, err)
+	}
+	return nil
+}

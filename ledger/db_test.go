@@ -1,0 +1,106 @@
+package ledger_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/ledger"
+)
+
+// openDB opens a database file in a fresh temporary directory and closes it
+// when the test ends.
+func openDB(t testing.TB) *ledger.DB {
+	t.Helper()
+	db, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "svc.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	return db
+}
+
+func TestOpenAppliesPragmas(t *testing.T) {
+	db := openDB(t)
+	for _, tc := range []struct {
+		pragma string
+		want   string
+	}{
+		{"journal_mode", "wal"},
+		{"synchronous", "2"}, // FULL
+		{"foreign_keys", "1"},
+		{"busy_timeout", "5000"},
+	} {
+		t.Run(tc.pragma, func(t *testing.T) {
+			var got string
+			require.NoError(t, db.SQL().QueryRow("PRAGMA "+tc.pragma).Scan(&got))
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestMigrationsIdempotentOnReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "svc.db")
+	for range 3 {
+		db, err := ledger.Open(ctx, path)
+		require.NoError(t, err)
+		_, err = db.SQL().ExecContext(ctx, `INSERT INTO audit (ts_ms, kind, body) VALUES (1, 'decision', '{}')`)
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+	}
+
+	db, err := ledger.Open(ctx, path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, db.Close()) }()
+	var names []string
+	rows, err := db.SQL().QueryContext(ctx, `SELECT name FROM migrations ORDER BY name`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var n string
+		require.NoError(t, rows.Scan(&n))
+		names = append(names, n)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []string{"ledger/0001_charges.sql", "ledger/0002_audit.sql"}, names)
+	var audits int
+	require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM audit`).Scan(&audits))
+	assert.Equal(t, 3, audits, "rows survive reopening")
+}
+
+func TestOpenEphemeralRemovedOnClose(t *testing.T) {
+	db, err := ledger.Open(context.Background(), "")
+	require.NoError(t, err)
+	dir := filepath.Dir(db.Path())
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	_, err = db.SQL().Exec(`INSERT INTO charges (session_id, decision_id, at_ms, deletes, external_sends, objects)
+		VALUES ('s', 'd', 1, 1, 0, 0)`)
+	require.NoError(t, err)
+
+	require.NoError(t, db.Close())
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.NoError(t, db.Close(), "Close is idempotent")
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		path string
+	}{
+		{"missing directory", filepath.Join(dir, "missing", "svc.db")},
+		{"directory", dir},
+		{"query in path", filepath.Join(dir, "svc.db?mode=ro")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ledger.Open(context.Background(), tc.path)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.path)
+		})
+	}
+}
