@@ -1,0 +1,102 @@
+package holds
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+func TestParseRequireVerified(t *testing.T) {
+	tests := map[string]bool{
+		"": true, "true": true, "1": true, "yes": true, "on": true, "maybe": true, "fals": true, "nope": true,
+		"false": false, "FALSE": false, " False ": false, "0": false, "no": false, "NO": false, "off": false, "Off": false,
+	}
+	for in, want := range tests {
+		require.Equal(t, want, ParseRequireVerified(in), "ParseRequireVerified(%q)", in)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	dir := t.TempDir()
+	good := writeTokens(t, dir, testTokens)
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"defaults", DefaultConfig(), true},
+		{"zero config", Config{}, true},
+		{"tokens file", Config{ResolverTokens: good}, true},
+		{"inline tokens", Config{ResolverTokens: `{"t": {"type": "Automation", "id": "ci"}}`}, true},
+		{"policy", Config{ResolutionPolicy: `{"default": ["human"], "svc.policy/session_delete_budget": ["human", "agent"]}`}, true},
+		{"policy nobody may resolve", Config{ResolutionPolicy: `{"svc.policy/x": []}`}, true},
+		{"terminal rules", Config{TerminalRules: []string{"svc.policy/a"}}, true},
+		{"policy not JSON", Config{ResolutionPolicy: `human`}, false},
+		{"policy null", Config{ResolutionPolicy: `null`}, false},
+		{"policy array", Config{ResolutionPolicy: `["human"]`}, false},
+		{"policy unknown type", Config{ResolutionPolicy: `{"default": ["admin"]}`}, false},
+		{"policy trailing data", Config{ResolutionPolicy: `{"default": ["human"]} {}`}, false},
+		{"policy blank rule", Config{ResolutionPolicy: `{" ": ["human"]}`}, false},
+		{"tokens file missing", Config{ResolverTokens: filepath.Join(dir, "absent.json")}, false},
+		{"tokens directory", Config{ResolverTokens: dir}, false},
+		{"tokens not an object", Config{ResolverTokens: `{"t": "human:alice"}`}, false},
+		{"tokens unknown field", Config{ResolverTokens: `{"t": {"type": "human", "id": "a", "admin": true}}`}, false},
+		{"tokens empty token", Config{ResolverTokens: `{"": {"type": "human", "id": "a"}}`}, false},
+		{"tokens missing id", Config{ResolverTokens: `{"t": {"type": "human"}}`}, false},
+		{"tokens null", Config{ResolverTokens: writeTokens(t, t.TempDir(), "null")}, false},
+		{"tokens empty file", Config{ResolverTokens: writeTokens(t, t.TempDir(), "")}, false},
+		{"blank terminal rule", Config{TerminalRules: []string{""}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestResolutionPolicy(t *testing.T) {
+	const budget = "svc.policy/session_delete_budget"
+	tests := []struct {
+		name, policy, rule, token string
+		allowed                   bool
+	}{
+		{"default human", "", "svc.policy/irreversible_broad_prod", "tok-alice", true},
+		{"default refuses agent", "", budget, "tok-bot", false},
+		{"default refuses automation", "", budget, "tok-ci", false},
+		{"rule opts agents in", `{"default": ["human"], "` + budget + `": ["human", "agent"]}`, budget, "tok-bot", true},
+		{"opt-in is per rule", `{"default": ["human"], "` + budget + `": ["human", "agent"]}`, "svc.policy/irreversible_broad_prod", "tok-bot", false},
+		{"rule opt-in leaves automation out", `{"` + budget + `": ["Human", "AGENT"]}`, budget, "tok-ci", false},
+		{"rule list replaces the default", `{"` + budget + `": ["agent"]}`, budget, "tok-alice", false},
+		{"default replaced", `{"default": ["automation"]}`, budget, "tok-ci", true},
+		{"default replaced refuses human", `{"default": ["automation"]}`, budget, "tok-alice", false},
+		{"nobody", `{"` + budget + `": []}`, budget, "tok-alice", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := verifiedConfig(t)
+			cfg.ResolutionPolicy = tt.policy
+			f := newFixture(t, cfg)
+			h := newHold("h", t0)
+			h.Rule = tt.rule
+			mustCreate(t, f.store, h)
+			_, err := f.svc.Resolve(context.Background(), approve("h", tt.token))
+			if tt.allowed {
+				require.NoError(t, err)
+				return
+			}
+			requireErr(t, err, ErrTypeNotAllowed, map[string]any{"rule": tt.rule})
+			got, err := f.store.Get(context.Background(), "h", f.clock.Now())
+			require.NoError(t, err)
+			require.Equal(t, engine.HoldPending, got.Status)
+		})
+	}
+}

@@ -1,0 +1,86 @@
+package holds
+
+import (
+	"strings"
+	"unicode"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// Principal types (spec §2.3).
+const (
+	TypeHuman      = "human"
+	TypeAgent      = "agent"
+	TypeAutomation = "automation"
+)
+
+// maxPrincipalIDLen bounds a principal id, in bytes.
+const maxPrincipalIDLen = 256
+
+// fold reduces an identity to the form compared by four eyes: NFKC, no
+// control or format characters (zero-width spaces and the like), trimmed,
+// case-folded. A cases.Caser is stateful, hence one per call.
+func fold(s string) string {
+	s = norm.NFKC.String(s)
+	s = strings.Map(func(r rune) rune {
+		if unicode.In(r, unicode.Cc, unicode.Cf) {
+			return -1
+		}
+		return r
+	}, s)
+	s = cases.Fold().String(strings.TrimSpace(s))
+	return norm.NFKC.String(s)
+}
+
+// principalType returns the canonical principal type of s, if it is one.
+func principalType(s string) (string, bool) {
+	switch t := fold(s); t {
+	case TypeHuman, TypeAgent, TypeAutomation:
+		return t, true
+	}
+	return "", false
+}
+
+// bareID is the folded identity with one <type>: prefix removed, so that
+// "human:alice", "Alice" and "ａｌｉｃｅ" all name alice.
+func bareID(s string) string {
+	f := fold(s)
+	if t, rest, ok := strings.Cut(f, ":"); ok {
+		if _, known := principalType(t); known {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return f
+}
+
+// isActor reports whether p is the requesting agent of a hold or the
+// principal it acts for, whatever p's type.
+func isActor(a engine.Agent, p engine.Principal) bool {
+	who := bareID(p.ID)
+	if who == "" {
+		return true // an identity that folds to nothing cannot be told apart: refuse
+	}
+	for _, actor := range []string{a.ID, a.OnBehalfOf} {
+		if bareID(actor) == who {
+			return true
+		}
+	}
+	return false
+}
+
+// canonicalPrincipal validates p and returns it with its canonical type and
+// trimmed id.
+func canonicalPrincipal(p engine.Principal) (engine.Principal, error) {
+	t, ok := principalType(p.Type)
+	if !ok {
+		return engine.Principal{}, invalid("principal", "type must be human, agent or automation")
+	}
+	id := strings.TrimSpace(p.ID)
+	if bareID(id) == "" || len(id) > maxPrincipalIDLen {
+		return engine.Principal{}, invalid("principal", "id must be a non-empty identity of at most 256 bytes")
+	}
+	return engine.Principal{Type: t, ID: id}, nil
+}

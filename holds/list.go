@@ -1,0 +1,148 @@
+package holds
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// Page size bounds of List (spec §4.2, §8).
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// statusAll is the list filter that selects every hold.
+const statusAll = "all"
+
+// maxCursorLen bounds a cursor before any decoding is attempted.
+const maxCursorLen = 1024
+
+var cursorEncoding = base64.RawURLEncoding.Strict()
+
+// cursor is the position after which the next page starts, bound to the
+// status filter it was issued for.
+type cursor struct {
+	Status  string `json:"s"`
+	Created int64  `json:"c"`
+	ID      string `json:"i"`
+}
+
+// List returns one page of holds in created time, then id order, as of
+// q.Now. Status is one of the hold statuses, "all" or "" (no filter);
+// Limit 0 means DefaultLimit; Cursor is a NextCursor this Store issued for
+// the same status filter. Anything else is an invalid_request error naming
+// the field. Cursors are signed with a key that lives as long as the Store.
+func (s *Store) List(ctx context.Context, q engine.HoldQuery) (engine.HoldPage, error) {
+	status, limit, err := validateQuery(q)
+	if err != nil {
+		return engine.HoldPage{}, fmt.Errorf("list holds: %w", err)
+	}
+	after := cursor{Status: status, Created: math.MinInt64}
+	if q.Cursor != "" {
+		if after, err = s.decodeCursor(q.Cursor, status); err != nil {
+			return engine.HoldPage{}, fmt.Errorf("list holds: %w", err)
+		}
+	}
+	now := q.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	filter, args := statusFilter(status, now.UnixMilli())
+	args = append(args, after.Created, after.Created, after.ID, limit+1)
+	items, err := s.queryHolds(ctx, now, `SELECT `+holdColumns+` FROM holds WHERE `+filter+
+		` AND (created_ms > ? OR (created_ms = ? AND id > ?)) ORDER BY created_ms, id LIMIT ?`, args...)
+	if err != nil {
+		return engine.HoldPage{}, fmt.Errorf("list holds: %w", err)
+	}
+	page := engine.HoldPage{Items: []engine.Hold{}}
+	if len(items) > limit {
+		items = items[:limit]
+		last := items[limit-1]
+		next := s.encodeCursor(cursor{Status: status, Created: last.CreatedTS.UnixMilli(), ID: last.ID})
+		page.NextCursor = &next
+	}
+	page.Items = append(page.Items, items...)
+	page.Count = len(page.Items)
+	return page, nil
+}
+
+func validateQuery(q engine.HoldQuery) (string, int, error) {
+	status := q.Status
+	switch status {
+	case "":
+		status = statusAll
+	case statusAll, engine.HoldPending, engine.HoldApproved, engine.HoldRejected,
+		engine.HoldExpired, engine.HoldConsumed:
+	default:
+		return "", 0, invalid("status", "must be one of pending, approved, rejected, expired, consumed, all")
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	if limit < 1 || limit > MaxLimit {
+		return "", 0, invalid("limit", fmt.Sprintf("must be an integer from 1 to %d", MaxLimit))
+	}
+	return status, limit, nil
+}
+
+// statusFilter selects holds by their status as of now, so a lapsed
+// pending or approved hold is listed as expired, never as pending.
+func statusFilter(status string, nowMS int64) (string, []any) {
+	switch status {
+	case statusAll:
+		return "1 = 1", nil
+	case engine.HoldPending, engine.HoldApproved:
+		return "status = ? AND expires_ms > ?", []any{status, nowMS}
+	case engine.HoldExpired:
+		return "(status = 'expired' OR (status IN ('pending', 'approved') AND expires_ms <= ?))", []any{nowMS}
+	}
+	return "status = ?", []any{status}
+}
+
+func (s *Store) sign(payload []byte) []byte {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write(payload)
+	return mac.Sum(nil)
+}
+
+func (s *Store) encodeCursor(c cursor) string {
+	payload, _ := json.Marshal(c) // strings and an int64 always encode
+	return cursorEncoding.EncodeToString(payload) + "." + cursorEncoding.EncodeToString(s.sign(payload))
+}
+
+func (s *Store) decodeCursor(raw, status string) (cursor, error) {
+	forged := invalid("cursor", "not a cursor issued by this server, or altered")
+	if len(raw) > maxCursorLen {
+		return cursor{}, forged
+	}
+	body, sig, ok := strings.Cut(raw, ".")
+	if !ok {
+		return cursor{}, forged
+	}
+	payload, err := cursorEncoding.DecodeString(body)
+	if err != nil {
+		return cursor{}, forged
+	}
+	mac, err := cursorEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(mac, s.sign(payload)) {
+		return cursor{}, forged
+	}
+	var c cursor
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return cursor{}, forged
+	}
+	if c.Status != status {
+		return cursor{}, invalid("cursor", fmt.Sprintf("issued for status %q, not %q", c.Status, status))
+	}
+	return c, nil
+}

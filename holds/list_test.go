@@ -1,0 +1,178 @@
+package holds
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+func TestListPagesEachHoldOnceInOrder(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t)
+	// 250 holds inserted in random order; three share each created
+	// millisecond, so the id breaks ties.
+	want := make([]engine.Hold, 250)
+	for i := range want {
+		want[i] = newHold(seqID(i), t0.Add(time.Duration(i/3)*time.Millisecond))
+	}
+	shuffled := append([]engine.Hold(nil), want...)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) {
+		shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
+	})
+	mustCreate(t, s, shuffled...)
+
+	var got []string
+	q := engine.HoldQuery{Status: "all", Limit: 7, Now: t0}
+	for pages := 1; ; pages++ {
+		page, err := s.List(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, len(page.Items), page.Count)
+		got = append(got, holdIDs(page.Items)...)
+		if page.NextCursor == nil {
+			require.Equal(t, 36, pages)
+			require.Equal(t, 250-35*7, page.Count)
+			break
+		}
+		require.Equal(t, 7, page.Count)
+		q.Cursor = *page.NextCursor
+	}
+	require.Equal(t, holdIDs(want), got)
+}
+
+func TestListStatusFilter(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t)
+	by := engine.Principal{Type: TypeHuman, ID: "alice"}
+	mustCreate(t, s, newHold("pending", t0), newHold("approved", t0), newHold("rejected", t0),
+		newHold("consumed", t0), newHold("lapsed", t0.Add(-2*time.Hour)), newHold("lapsed-approved", t0.Add(-59*time.Minute)))
+	for id, st := range map[string]string{"approved": engine.HoldApproved, "rejected": engine.HoldRejected,
+		"consumed": engine.HoldApproved, "lapsed-approved": engine.HoldApproved} {
+		_, err := s.Resolve(ctx, id, Resolution{Status: st, By: by, Now: t0})
+		require.NoError(t, err)
+	}
+	_, err := s.Consume(ctx, "consumed", "d", t0)
+	require.NoError(t, err)
+
+	now := t0.Add(time.Minute) // lapsed-approved expired a minute ago
+	tests := map[string][]string{
+		"":                  {"lapsed", "lapsed-approved", "approved", "consumed", "pending", "rejected"},
+		"all":               {"lapsed", "lapsed-approved", "approved", "consumed", "pending", "rejected"},
+		engine.HoldPending:  {"pending"},
+		engine.HoldApproved: {"approved"},
+		engine.HoldRejected: {"rejected"},
+		engine.HoldConsumed: {"consumed"},
+		engine.HoldExpired:  {"lapsed", "lapsed-approved"},
+	}
+	for status, want := range tests {
+		t.Run("status="+status, func(t *testing.T) {
+			page, err := s.List(ctx, engine.HoldQuery{Status: status, Now: now})
+			require.NoError(t, err)
+			require.Equal(t, want, holdIDs(page.Items))
+			require.Nil(t, page.NextCursor)
+			for _, h := range page.Items {
+				if status != "" && status != "all" {
+					require.Equal(t, status, h.Status)
+				}
+			}
+		})
+	}
+}
+
+func TestListEmptyAndDefaultLimit(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t)
+	page, err := s.List(ctx, engine.HoldQuery{Now: t0})
+	require.NoError(t, err)
+	body, err := json.Marshal(page)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"items": [], "count": 0, "next_cursor": null}`, string(body))
+
+	for i := range 150 {
+		mustCreate(t, s, newHold(seqID(i), t0))
+	}
+	page, err = s.List(ctx, engine.HoldQuery{Limit: 0, Now: t0})
+	require.NoError(t, err)
+	require.Equal(t, DefaultLimit, page.Count)
+	require.NotNil(t, page.NextCursor)
+	page, err = s.List(ctx, engine.HoldQuery{Limit: MaxLimit, Now: t0})
+	require.NoError(t, err)
+	require.Equal(t, 150, page.Count)
+	require.Nil(t, page.NextCursor)
+}
+
+func TestListRefusesBadQueries(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t)
+	other := newTestStore(t)
+	for i := range 5 {
+		mustCreate(t, s, newHold(seqID(i), t0))
+		mustCreate(t, other, newHold(seqID(i), t0))
+	}
+	pendingCursor := firstCursor(t, s, engine.HoldPending)
+	allCursor := firstCursor(t, s, "")
+	body, sig, _ := strings.Cut(pendingCursor, ".")
+
+	// A cursor re-encoded with a later position but the original signature.
+	payload, err := cursorEncoding.DecodeString(body)
+	require.NoError(t, err)
+	edited := cursorEncoding.EncodeToString([]byte(strings.Replace(string(payload), seqID(1), seqID(3), 1))) + "." + sig
+	require.NotEqual(t, pendingCursor, edited)
+
+	tests := []struct {
+		name  string
+		q     engine.HoldQuery
+		field string
+	}{
+		{"unknown status", engine.HoldQuery{Status: "open"}, "status"},
+		{"status not lower case", engine.HoldQuery{Status: "PENDING"}, "status"},
+		{"status All", engine.HoldQuery{Status: "All"}, "status"},
+		{"negative limit", engine.HoldQuery{Limit: -1}, "limit"},
+		{"limit above max", engine.HoldQuery{Limit: MaxLimit + 1}, "limit"},
+		{"garbage cursor", engine.HoldQuery{Cursor: "not-a-cursor"}, "cursor"},
+		{"cursor without signature", engine.HoldQuery{Status: engine.HoldPending, Cursor: body}, "cursor"},
+		{"edited cursor", engine.HoldQuery{Status: engine.HoldPending, Cursor: edited}, "cursor"},
+		{"cursor of another status", engine.HoldQuery{Status: engine.HoldApproved, Cursor: pendingCursor}, "cursor"},
+		{"pending cursor under all", engine.HoldQuery{Cursor: pendingCursor}, "cursor"},
+		{"all cursor under pending", engine.HoldQuery{Status: engine.HoldPending, Cursor: allCursor}, "cursor"},
+		{"oversized cursor", engine.HoldQuery{Cursor: strings.Repeat("A", maxCursorLen+1)}, "cursor"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.q.Now = t0
+			page, err := s.List(ctx, tt.q)
+			requireErr(t, err, &engine.Error{Code: engine.EINVALID}, map[string]any{"field": tt.field})
+			require.Empty(t, page.Items, "never a default result")
+		})
+	}
+
+	t.Run("cursor of another store", func(t *testing.T) {
+		_, err := other.List(ctx, engine.HoldQuery{Status: engine.HoldPending, Cursor: pendingCursor, Now: t0})
+		requireErr(t, err, &engine.Error{Code: engine.EINVALID}, map[string]any{"field": "cursor"})
+	})
+	t.Run("all and empty status share cursors", func(t *testing.T) {
+		page, err := s.List(ctx, engine.HoldQuery{Status: "all", Limit: 2, Cursor: allCursor, Now: t0})
+		require.NoError(t, err)
+		require.Equal(t, []string{seqID(2), seqID(3)}, holdIDs(page.Items))
+	})
+}
+
+// firstCursor returns the next cursor of a first page of two holds.
+func firstCursor(t *testing.T, s *Store, status string) string {
+	t.Helper()
+	page, err := s.List(context.Background(), engine.HoldQuery{Status: status, Limit: 2, Now: t0})
+	require.NoError(t, err)
+	require.NotNil(t, page.NextCursor)
+	ids := holdIDs(page.Items)
+	require.True(t, sort.StringsAreSorted(ids))
+	assert.Equal(t, []string{seqID(0), seqID(1)}, ids)
+	return *page.NextCursor
+}

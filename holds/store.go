@@ -1,0 +1,196 @@
+package holds
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// Store is the SQLite hold store. It shares svc's one database with the
+// ledger and owns only its holds and holds_migrations tables. The database
+// handle belongs to the caller, so a Store has nothing to close.
+type Store struct {
+	db  *sql.DB
+	key []byte // HMAC key of list cursors, random per Store
+}
+
+var _ engine.Holds = (*Store)(nil)
+
+// cursorKeyBytes is the size of the per-Store cursor HMAC key.
+const cursorKeyBytes = 32
+
+// NewStore runs the hold migrations on db and returns a Store over it.
+func NewStore(ctx context.Context, db *sql.DB) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("new holds store: nil database")
+	}
+	key := make([]byte, cursorKeyBytes)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("new holds store: cursor key: %w", err)
+	}
+	if err := migrate(ctx, db); err != nil {
+		return nil, fmt.Errorf("new holds store: %w", err)
+	}
+	return &Store{db: db, key: key}, nil
+}
+
+// holdColumns are the columns scanHold reads, in its order.
+const holdColumns = `id, status, rule, reason, envelope, envelope_hash, params_hash,
+	created_ms, expires_ms, decided_by_type, decided_by_id, decided_ms, decided_verified,
+	resolution_reason, consumed_ms, decision_id, consumed_by_decision_id`
+
+// Create persists a new pending hold. A hold with the same id is
+// ErrExists; a hold without id, rule, envelope or a future expiry is
+// invalid.
+func (s *Store) Create(ctx context.Context, h engine.Hold) error {
+	if err := validateNew(h); err != nil {
+		return fmt.Errorf("create hold %s: %w", h.ID, err)
+	}
+	env, err := json.Marshal(h.Envelope)
+	if err != nil {
+		return fmt.Errorf("create hold %s: encode envelope: %w", h.ID, err)
+	}
+	a := h.Envelope.Agent
+	res, err := s.db.ExecContext(ctx, `INSERT INTO holds (id, status, rule, reason, envelope,
+		envelope_hash, params_hash, agent_id, on_behalf_of, session_id, created_ms, expires_ms,
+		decision_id) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		h.ID, h.Rule, h.Reason, string(env), h.EnvelopeHash, h.ParamsHash, a.ID, a.OnBehalfOf,
+		a.SessionID, h.CreatedTS.UnixMilli(), h.ExpiresTS.UnixMilli(), h.DecisionID)
+	if err != nil {
+		return fmt.Errorf("create hold %s: %w", h.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("create hold %s: %w", h.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("create hold %s: %w", h.ID,
+			derive(ErrExists, "a hold with this id exists", map[string]any{"hold_id": h.ID}))
+	}
+	return nil
+}
+
+func validateNew(h engine.Hold) error {
+	switch {
+	case strings.TrimSpace(h.ID) == "":
+		return invalid("id", "a hold needs an id")
+	case h.Status != "" && h.Status != engine.HoldPending:
+		return invalid("status", "a new hold is pending")
+	case h.Rule == "":
+		return invalid("rule", "a hold needs the rule that created it")
+	case h.Envelope == nil:
+		return invalid("envelope", "a hold needs its envelope")
+	case !h.ExpiresTS.After(h.CreatedTS):
+		return invalid("expires_ts", "a hold must expire after it is created")
+	}
+	return nil
+}
+
+// Get returns the hold with id as of now: a pending or approved hold whose
+// expiry has passed is reported expired. An unknown id is ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string, now time.Time) (engine.Hold, error) {
+	row := s.db.QueryRowContext(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = ?`, id)
+	h, err := scanHold(row, now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return engine.Hold{}, fmt.Errorf("get hold %s: %w", id, notFound(id))
+	}
+	if err != nil {
+		return engine.Hold{}, fmt.Errorf("get hold %s: %w", id, err)
+	}
+	return h, nil
+}
+
+// queryHolds runs a SELECT or an UPDATE ... RETURNING of holdColumns and
+// reads every row, so an UPDATE has completed and committed on return.
+func (s *Store) queryHolds(ctx context.Context, now time.Time, query string, args ...any) ([]engine.Hold, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []engine.Hold
+	for rows.Next() {
+		h, err := scanHold(rows, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanHold(sc scanner, now time.Time) (engine.Hold, error) {
+	var (
+		h                 engine.Hold
+		env               string
+		created, expires  int64
+		byType, byID, cby sql.NullString
+		decided, consumed sql.NullInt64
+		verified          sql.NullBool
+	)
+	err := sc.Scan(&h.ID, &h.Status, &h.Rule, &h.Reason, &env, &h.EnvelopeHash, &h.ParamsHash,
+		&created, &expires, &byType, &byID, &decided, &verified, &h.ResolutionReason,
+		&consumed, &h.DecisionID, &cby)
+	if err != nil {
+		return engine.Hold{}, err
+	}
+	h.Envelope = new(engine.Envelope)
+	if err := json.Unmarshal([]byte(env), h.Envelope); err != nil {
+		return engine.Hold{}, fmt.Errorf("decode envelope of hold %s: %w", h.ID, err)
+	}
+	h.CreatedTS, h.ExpiresTS = fromMS(created), fromMS(expires)
+	if byType.Valid {
+		h.DecidedBy = &engine.Principal{Type: byType.String, ID: byID.String}
+	}
+	h.DecidedTS, h.ConsumedTS = optionalTime(decided), optionalTime(consumed)
+	if verified.Valid {
+		v := verified.Bool
+		h.DecidedByVerified = &v
+	}
+	h.ConsumedBy = cby.String
+	h.Status = effectiveStatus(h.Status, expires, now)
+	return h, nil
+}
+
+// effectiveStatus is the status as of now: a pending or approved hold whose
+// expiry has been reached is expired whether or not a sweep recorded it.
+func effectiveStatus(status string, expiresMS int64, now time.Time) string {
+	lapsed := expiresMS <= now.UnixMilli()
+	if lapsed && (status == engine.HoldPending || status == engine.HoldApproved) {
+		return engine.HoldExpired
+	}
+	return status
+}
+
+func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func optionalTime(ms sql.NullInt64) *time.Time {
+	if !ms.Valid {
+		return nil
+	}
+	t := fromMS(ms.Int64)
+	return &t
+}
+
+func sortHolds(hs []engine.Hold) {
+	sort.Slice(hs, func(i, j int) bool {
+		a, b := hs[i], hs[j]
+		if !a.CreatedTS.Equal(b.CreatedTS) {
+			return a.CreatedTS.Before(b.CreatedTS)
+		}
+		return a.ID < b.ID
+	})
+}

@@ -1,0 +1,126 @@
+package holds
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// maxTokensFileBytes bounds the SVC_RESOLVER_TOKENS file.
+const maxTokensFileBytes = 1 << 20
+
+// tokenSet binds resolver credentials, kept only as SHA-256 digests, to
+// principals.
+type tokenSet []tokenEntry
+
+type tokenEntry struct {
+	digest    [sha256.Size]byte
+	principal engine.Principal
+}
+
+// loadTokens reads SVC_RESOLVER_TOKENS: "" is no tokens, a value starting
+// with "{" is inline JSON, anything else is the path of a JSON file. Errors
+// never quote the content, which holds secrets.
+func loadTokens(src string) (tokenSet, error) {
+	src = strings.TrimSpace(src)
+	if src == "" {
+		return nil, nil
+	}
+	data := []byte(src)
+	if !strings.HasPrefix(src, "{") {
+		var err error
+		if data, err = readTokensFile(src); err != nil {
+			return nil, err
+		}
+	}
+	return parseTokens(data)
+}
+
+func readTokensFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open resolver tokens file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxTokensFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read resolver tokens file %s: %w", path, err)
+	}
+	if len(data) > maxTokensFileBytes {
+		return nil, fmt.Errorf("resolver tokens file %s exceeds %d bytes", path, maxTokensFileBytes)
+	}
+	return data, nil
+}
+
+func parseTokens(data []byte) (tokenSet, error) {
+	var raw map[string]json.RawMessage
+	if err := strictDecode(data, &raw); err != nil {
+		return nil, fmt.Errorf("resolver tokens: want a JSON object {token: {type, id}}: %w", err)
+	}
+	if raw == nil {
+		return nil, errors.New("resolver tokens: want a JSON object {token: {type, id}}, got null")
+	}
+	set := make(tokenSet, 0, len(raw))
+	for token, value := range raw {
+		var p engine.Principal
+		if err := strictDecode(value, &p); err != nil {
+			return nil, fmt.Errorf("resolver tokens: an entry is not {type, id}: %w", err)
+		}
+		if token == "" {
+			return nil, errors.New("resolver tokens: empty token")
+		}
+		cp, err := canonicalPrincipal(p)
+		if err != nil {
+			return nil, fmt.Errorf("resolver tokens: entry for %s: %w", p.String(), err)
+		}
+		set = append(set, tokenEntry{digest: sha256.Sum256([]byte(token)), principal: cp})
+	}
+	return set, nil
+}
+
+// strictDecode decodes exactly one JSON value with no unknown fields. A
+// syntax error is reported by offset only, never by the text around it.
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("invalid JSON at offset %d", se.Offset)
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("a JSON %s where a %s belongs", te.Value, te.Type)
+		}
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// lookup returns the principal bound to credential, comparing digests in
+// constant time against every entry.
+func (t tokenSet) lookup(credential string) (engine.Principal, bool) {
+	if credential == "" {
+		return engine.Principal{}, false
+	}
+	d := sha256.Sum256([]byte(credential))
+	var found engine.Principal
+	hit := 0
+	for _, e := range t {
+		if subtle.ConstantTimeCompare(d[:], e.digest[:]) == 1 {
+			found, hit = e.principal, 1
+		}
+	}
+	return found, hit == 1
+}

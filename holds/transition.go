@@ -1,0 +1,106 @@
+package holds
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// Resolution is a decision on a pending hold, as the store applies it.
+type Resolution struct {
+	Status   string           // engine.HoldApproved or engine.HoldRejected
+	By       engine.Principal // who decided
+	Verified bool             // By came from a resolver credential, not the body
+	Reason   string           // optional free text of the approver
+	Now      time.Time        // decision time; the hold must be unexpired then
+}
+
+// Resolve moves a pending, unexpired hold to res.Status in one
+// compare-and-set. It checks no authority: that is the Service's job. An
+// unknown id is ErrNotFound; a hold in any other state (expired included)
+// is ErrNotResolvable carrying its status as of res.Now.
+func (s *Store) Resolve(ctx context.Context, id string, res Resolution) (engine.Hold, error) {
+	if res.Status != engine.HoldApproved && res.Status != engine.HoldRejected {
+		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", id,
+			invalid("decision", "a resolution approves or rejects"))
+	}
+	now := res.Now.UnixMilli()
+	hs, err := s.queryHolds(ctx, res.Now, `UPDATE holds SET status = ?, decided_by_type = ?,
+		decided_by_id = ?, decided_ms = ?, decided_verified = ?, resolution_reason = ?
+		WHERE id = ? AND status = 'pending' AND expires_ms > ? RETURNING `+holdColumns,
+		res.Status, res.By.Type, res.By.ID, now, res.Verified, res.Reason, id, now)
+	if err != nil {
+		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", id, err)
+	}
+	if len(hs) == 1 {
+		return hs[0], nil
+	}
+	cur, err := s.Get(ctx, id, res.Now)
+	if err != nil {
+		return engine.Hold{}, fmt.Errorf("resolve hold: %w", err)
+	}
+	return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", id,
+		notResolvable(id, cur.Status, "hold is "+cur.Status+", only a pending hold can be resolved"))
+}
+
+// unresolve undoes a resolution whose audit record could not be written,
+// provided nothing has happened to the hold since.
+func (s *Store) unresolve(ctx context.Context, id string, res Resolution) error {
+	r, err := s.db.ExecContext(ctx, `UPDATE holds SET status = 'pending', decided_by_type = NULL,
+		decided_by_id = NULL, decided_ms = NULL, decided_verified = NULL, resolution_reason = ''
+		WHERE id = ? AND status = ? AND decided_ms = ? AND consumed_ms IS NULL`,
+		id, res.Status, res.Now.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("revert resolution of hold %s: %w", id, err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("revert resolution of hold %s: %w", id, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("revert resolution of hold %s: the hold changed since", id)
+	}
+	return nil
+}
+
+// Consume redeems an approved, unexpired, unconsumed hold for the decision
+// decisionID in one compare-and-set: of any number of concurrent callers
+// exactly one succeeds. An unknown id is ErrNotFound; any other state is
+// ErrNotRedeemable (an engine.ErrConflict) carrying the status as of now.
+func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Time) (engine.Hold, error) {
+	if decisionID == "" {
+		return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id,
+			invalid("decision_id", "a consumption names the decision that redeems the hold"))
+	}
+	ms := now.UnixMilli()
+	hs, err := s.queryHolds(ctx, now, `UPDATE holds SET status = 'consumed', consumed_ms = ?,
+		consumed_by_decision_id = ? WHERE id = ? AND status = 'approved' AND expires_ms > ?
+		AND consumed_ms IS NULL RETURNING `+holdColumns, ms, decisionID, id, ms)
+	if err != nil {
+		return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id, err)
+	}
+	if len(hs) == 1 {
+		return hs[0], nil
+	}
+	cur, err := s.Get(ctx, id, now)
+	if err != nil {
+		return engine.Hold{}, fmt.Errorf("consume hold: %w", err)
+	}
+	return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id, notRedeemable(id, cur.Status))
+}
+
+// Sweep records the expiry of every pending or approved hold whose
+// expires_ts has been reached by now and returns those holds, oldest
+// first. Sweeping again returns nothing new.
+func (s *Store) Sweep(ctx context.Context, now time.Time) ([]engine.Hold, error) {
+	hs, err := s.queryHolds(ctx, now, `UPDATE holds SET status = 'expired'
+		WHERE status IN ('pending', 'approved') AND expires_ms <= ? RETURNING `+holdColumns,
+		now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("sweep holds: %w", err)
+	}
+	sortHolds(hs)
+	return hs, nil
+}
