@@ -36,6 +36,7 @@ const (
 type Decision struct {
 	Decision         string   `json:"decision"`
 	Reason           string   `json:"reason"`
+	Detail           string   `json:"detail,omitempty"`
 	Rule             string   `json:"rule"`
 	Obligations      []string `json:"obligations"`
 	Modulation       any      `json:"modulation"`

@@ -42,3 +42,57 @@ const (
 	EventHoldExpired    = "hold.expired"
 	EventFreezeFlipped  = "freeze.flipped"
 )
+
+// LifecycleEvent is emitted when the engine starts and stops.
+type LifecycleEvent struct {
+	TS         string `json:"ts"`
+	Event      string `json:"event"`  // always "lifecycle"
+	Action     string `json:"action"` // "start" or "stop"
+	SvcVersion string `json:"svc_version"`
+	EpochMS    int64  `json:"epoch_ms"`
+}
+
+// KillSwitchEvent is emitted when the freeze flag is flipped, cleared or
+// queried.
+type KillSwitchEvent struct {
+	TS         string `json:"ts"`
+	Event      string `json:"event"`  // always "kill_switch"
+	Action     string `json:"action"` // "flipped", "cleared" or "queried"
+	Frozen     bool   `json:"frozen"`
+	Reason     string `json:"reason"`
+	By         string `json:"by,omitempty"`
+	SvcVersion string `json:"svc_version"`
+	EpochMS    int64  `json:"epoch_ms"`
+}
+
+// HoldEvent is the webhook body of hold.created, hold.resolved and
+// hold.expired, and the audit record of a hold transition
+// (event "hold_resolution" in the audit log).
+type HoldEvent struct {
+	Event             string     `json:"event"`
+	TS                string     `json:"ts"`
+	HoldID            string     `json:"hold_id"`
+	RuleID            string     `json:"rule_id"`
+	Status            string     `json:"status"`
+	ExpiresTS         string     `json:"expires_ts"`
+	DecisionID        string     `json:"decision_id,omitempty"`
+	SessionID         string     `json:"session_id,omitempty"`
+	AgentID           string     `json:"agent_id,omitempty"`
+	Ability           string     `json:"ability,omitempty"`
+	Environment       string     `json:"environment,omitempty"`
+	EnvelopeHash      string     `json:"envelope_hash,omitempty"`
+	DecidedBy         *Principal `json:"decided_by,omitempty"`
+	DecidedTS         string     `json:"decided_ts,omitempty"`
+	DecidedByVerified *bool      `json:"decided_by_verified,omitempty"`
+	Reason            string     `json:"reason,omitempty"`
+}
+
+// FreezeEvent is the webhook body of freeze.flipped and the audit record of
+// a freeze change (event "freeze" in the audit log).
+type FreezeEvent struct {
+	Event  string `json:"event"`
+	TS     string `json:"ts"`
+	Frozen bool   `json:"frozen"`
+	Reason string `json:"reason"`
+	By     string `json:"by,omitempty"`
+}

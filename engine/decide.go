@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Request is one decide call: the canonical envelope and what is known of
+// the caller.
+type Request struct {
+	Envelope *Envelope
+	Gate     string    // gate of a portal-issued credential, "" otherwise
+	Received time.Time // when the request arrived, for the latency figure
+}
+
+// fault is a failure in the decision path; it always becomes deny.
+type fault struct {
+	rule   string
+	reason string
+	err    error
+}
+
+func (f *fault) Error() string { return fmt.Sprintf("%s: %s: %v", f.rule, f.reason, f.err) }
+func (f *fault) Unwrap() error { return f.err }
+
+func internalFault(reason string, err error) *fault {
+	return &fault{rule: RuleInternalError, reason: reason, err: err}
+}
+
+// outcome is the working state of one decision.
+type outcome struct {
+	Decision
+	created  *Hold // hold created by this decision
+	redeemed *Hold // hold consumed by this decision
+}
+
+// Decide runs the pipeline for one envelope and returns the decision and
+// its HTTP status: 200, or 500 with a deny when the decision path failed.
+// The decision is on record (audit) before Decide returns.
+func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
+	env := req.Envelope
+	out := &outcome{Decision: Decision{
+		DecisionID: NewID(), Obligations: []string{},
+		Verb: env.Action.Verb, RawVerb: env.Action.RawVerb,
+		Environment: env.Target.Environment, RawEnvironment: env.Target.RawEnvironment,
+	}}
+	status := http.StatusOK
+	if err := e.decide(ctx, env, out); err != nil {
+		status = e.failClosed(out, err)
+	}
+	ev := e.decisionEvent(env, req, out)
+	if err := e.record(ctx, EventDecision, ev); err != nil {
+		status = e.failClosed(out, internalFault("audit record could not be written", err))
+		ev = e.decisionEvent(env, req, out)
+	}
+	e.deps.Publisher.Publish(Event{Type: EventDecision, Body: ev})
+	e.publishHoldEvents(out)
+	return out.Decision, status
+}
+
+// failClosed turns out into an engine-fault deny and logs the cause.
+func (e *Engine) failClosed(out *outcome, err error) int {
+	f := &fault{}
+	if !errors.As(err, &f) {
+		f = internalFault("decision could not complete", err)
+	}
+	e.deps.Logger.Error().Err(err).Str("decision_id", out.DecisionID).Str("rule", f.rule).Msg("decision failed closed")
+	out.Decision.Decision, out.Rule, out.Reason = Deny, f.rule, f.reason+"; denied (fail closed)"
+	out.HoldID, out.ExpiresTS, out.ParentDecisionID = "", "", ""
+	out.created, out.redeemed = nil, nil
+	return http.StatusInternalServerError
+}
+
+func (e *Engine) decide(ctx context.Context, env *Envelope, out *outcome) error {
+	hash, err := env.Hash()
+	if err != nil {
+		return internalFault("envelope hash failed", err)
+	}
+	out.EnvelopeHash = hash
+	release := e.locks.lock(env.Agent.SessionID)
+	defer release()
+	now := e.deps.Now()
+	v, err := e.evaluate(ctx, env, now)
+	if err != nil {
+		return err
+	}
+	out.Decision.Decision, out.Rule, out.Reason = v.Decision, v.Rule, v.Reason
+	switch {
+	case v.Decision == Deny:
+		return nil // deny wins over everything, an approval included
+	case env.Approval.Present:
+		return e.redeem(ctx, env, out, now)
+	case v.Decision == RequireApproval:
+		return e.createHold(ctx, env, out, now)
+	}
+	return e.charge(ctx, env, out, now)
+}
+
+func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Verdict, error) {
+	totals, err := e.deps.Budgets.Totals(ctx, env.Agent.SessionID, now.Add(-e.cfg.Window))
+	if err != nil {
+		return Verdict{}, internalFault("session ledger unavailable", err)
+	}
+	policyEnv := *env
+	policyEnv.Extra = nil // unknown fields never influence a decision
+	input, err := json.Marshal(PolicyInput{
+		Envelope:   &policyEnv,
+		Cumulative: Cumulative{WindowSeconds: int64(e.cfg.Window / time.Second), Totals: totals},
+		Frozen:     e.Frozen(),
+	})
+	if err != nil {
+		return Verdict{}, internalFault("policy input could not be built", err)
+	}
+	v, err := e.deps.Evaluator.Evaluate(ctx, input)
+	if err != nil {
+		return Verdict{}, internalFault("policy evaluation failed", err)
+	}
+	if !v.Valid() {
+		return Verdict{}, internalFault("policy returned an invalid verdict", fmt.Errorf("verdict %+v", v))
+	}
+	return v, nil
+}
+
+// ChargeOf is what an allowed envelope adds to its session's totals.
+func ChargeOf(env *Envelope) Totals {
+	n := env.Magnitude.Count
+	t := Totals{Objects: n}
+	if env.Action.Verb == "delete" {
+		t.Deletes = n
+	}
+	if env.Axes.Externality == "outbound" {
+		t.ExternalSends = n
+	}
+	return t
+}
+
+func (e *Engine) charge(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {
+	c := Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
+	if err := e.deps.Budgets.Charge(ctx, c); err != nil {
+		return internalFault("session ledger charge failed", err)
+	}
+	return nil
+}
+
+func (e *Engine) createHold(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {
+	paramsHash, err := env.ParamsHash()
+	if err != nil {
+		return &fault{rule: RuleHoldCreationFailed, reason: "hold could not be persisted", err: err}
+	}
+	h := Hold{
+		ID: NewID(), Status: HoldPending, Rule: out.Rule, Reason: out.Reason, Envelope: env,
+		EnvelopeHash: out.EnvelopeHash, ParamsHash: paramsHash,
+		CreatedTS: now, ExpiresTS: now.Add(e.cfg.HoldTTL), DecisionID: out.DecisionID,
+	}
+	if err := e.deps.Holds.Create(ctx, h); err != nil {
+		return &fault{rule: RuleHoldCreationFailed, reason: "hold could not be persisted", err: err}
+	}
+	out.HoldID, out.ExpiresTS, out.created = h.ID, FormatTime(h.ExpiresTS), &h
+	return nil
+}

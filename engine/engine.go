@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Config holds the engine's decision settings (validated by cmd).
+type Config struct {
+	Version string        // svc version, carried in events
+	Window  time.Duration // rolling window of session budgets
+	HoldTTL time.Duration // lifetime of a new hold
+	Frozen  bool          // initial kill-switch state
+}
+
+// Deps are the parts the engine consumes. Publisher may be nil (no export).
+type Deps struct {
+	Evaluator Evaluator
+	Budgets   Budgets
+	Holds     Holds
+	Recorder  Recorder
+	Publisher Publisher
+	Logger    zerolog.Logger
+	Now       func() time.Time
+}
+
+// Engine runs the decide pipeline. It is safe for concurrent use.
+type Engine struct {
+	cfg    Config
+	deps   Deps
+	locks  *sessionLocks
+	frozen atomic.Bool
+}
+
+// New returns an Engine; it checks that every required dependency is set.
+func New(cfg Config, deps Deps) (*Engine, error) {
+	if deps.Evaluator == nil || deps.Budgets == nil || deps.Holds == nil || deps.Recorder == nil {
+		return nil, errors.New("engine: evaluator, budgets, holds and recorder are required")
+	}
+	if deps.Publisher == nil {
+		deps.Publisher = NopPublisher{}
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	e := &Engine{cfg: cfg, deps: deps, locks: newSessionLocks()}
+	e.frozen.Store(cfg.Frozen)
+	return e, nil
+}
+
+// Frozen reports the kill-switch state.
+func (e *Engine) Frozen() bool { return e.frozen.Load() }
+
+// SetFrozen sets the kill-switch state.
+func (e *Engine) SetFrozen(frozen bool) { e.frozen.Store(frozen) }
+
+// NopPublisher discards events: the publisher when no export is configured.
+type NopPublisher struct{}
+
+// Publish implements Publisher.
+func (NopPublisher) Publish(Event) {}
+
+// NewID returns a random uuid4 as 32 lower-case hex digits.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	b[6] = (b[6] & 0x0f) | 0x40
+	b[8] = (b[8] & 0x3f) | 0x80
+	return hex.EncodeToString(b[:])
+}
+
+// record writes an audit record; it is the one place audit failures surface.
+func (e *Engine) record(ctx context.Context, kind string, rec any) error {
+	return e.deps.Recorder.Record(ctx, kind, rec)
+}

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+func (e *Engine) decisionEvent(env *Envelope, req Request, out *outcome) DecisionEvent {
+	now := e.deps.Now()
+	latency := int64(0)
+	if !req.Received.IsZero() {
+		latency = now.Sub(req.Received).Milliseconds()
+	}
+	return DecisionEvent{
+		TS: FormatTime(now), Event: EventDecision,
+		Verdict: out.Decision.Decision, RuleID: out.Rule, Reason: out.Reason,
+		Verb: env.Action.Verb, RawVerb: env.Action.RawVerb, Ability: env.Action.Ability,
+		Axes: env.Axes, MagnitudeCount: env.Magnitude.Count,
+		SessionID: env.Agent.SessionID, AgentID: env.Agent.ID, OnBehalfOf: env.Agent.OnBehalfOf,
+		Environment: env.Target.Environment, RawEnvironment: env.Target.RawEnvironment,
+		Mode: env.Mode, DecisionLatencyMS: latency, SvcVersion: e.cfg.Version, EpochMS: now.UnixMilli(),
+		DecisionID: out.DecisionID, EnvelopeHash: out.EnvelopeHash,
+		HoldID: out.HoldID, ParentDecisionID: out.ParentDecisionID,
+		Traceparent: env.Traceparent(), Gate: req.Gate,
+	}
+}
+
+// HoldEventOf describes a hold for the audit log and webhooks.
+func HoldEventOf(event string, h *Hold, now time.Time) HoldEvent {
+	ev := HoldEvent{
+		Event: event, TS: FormatTime(now), HoldID: h.ID, RuleID: h.Rule, Status: h.Status,
+		ExpiresTS: FormatTime(h.ExpiresTS), DecisionID: h.DecisionID, EnvelopeHash: h.EnvelopeHash,
+		DecidedBy: h.DecidedBy, DecidedByVerified: h.DecidedByVerified, Reason: h.ResolutionReason,
+	}
+	if h.DecidedTS != nil {
+		ev.DecidedTS = FormatTime(*h.DecidedTS)
+	}
+	if env := h.Envelope; env != nil {
+		ev.SessionID, ev.AgentID = env.Agent.SessionID, env.Agent.ID
+		ev.Ability, ev.Environment = env.Action.Ability, env.Target.Environment
+	}
+	return ev
+}
+
+// publishHoldEvents records the hold transitions a decision caused (created,
+// consumed) and announces a new hold on the webhook feed.
+func (e *Engine) publishHoldEvents(out *outcome) {
+	now := e.deps.Now()
+	if h := out.created; h != nil {
+		e.recordTransition(h, now)
+		e.deps.Publisher.Publish(Event{Type: EventHoldCreated, Body: HoldEventOf(EventHoldCreated, h, now)})
+	}
+	if h := out.redeemed; h != nil {
+		e.recordTransition(h, now)
+	}
+}
+
+func (e *Engine) recordTransition(h *Hold, now time.Time) {
+	ev := HoldEventOf(EventHoldResolution, h, now)
+	if err := e.record(context.Background(), EventHoldResolution, ev); err != nil {
+		e.deps.Logger.Error().Err(err).Str("hold_id", h.ID).Str("status", h.Status).
+			Msg("hold transition not written to the audit log")
+	}
+}

@@ -1,0 +1,543 @@
+package engine
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// Introspector is the Gatekeeper of POST /v1/decide: it accepts
+// portal-issued gate credentials by asking the portal's token introspection
+// endpoint (RFC 7662).
+//
+// Introspection contract (copied to docs/auth.md):
+//
+// Scope. Enabled only when SVC_GATE_INTROSPECTION_URL is set. Only POST
+// /v1/decide accepts gate credentials, and only after the SVC_AUTH_TOKEN
+// bearer was tried and did not match (that token needs no gate header). Hold
+// routes never accept them. The caller sends "Authorization: Bearer
+// <credential>" and declares its gate in "X-Svc-Gate: <gate id>".
+//
+// Request, engine to portal: POST <SVC_GATE_INTROSPECTION_URL> with
+// "Content-Type: application/x-www-form-urlencoded", "Accept:
+// application/json", body "token=<credential, form-encoded>", and
+// "Authorization" from SVC_GATE_INTROSPECTION_AUTH when set. Redirects are
+// not followed: a 3xx answer refuses the credential.
+//
+// Answer, portal to engine. The credential is accepted only when the answer
+// has status 200 and a body of at most 64 KiB holding one JSON object in
+// which "active" is the JSON boolean true (the string "true" is refused),
+// "gate" is a non-empty JSON string without control characters (the gate id
+// the credential was issued for; surrounding whitespace is trimmed), and
+// "exp", when present, is a JSON number of seconds since the epoch that is
+// still in the future. Member names match exactly; other members (scope,
+// client_id, sub...) are ignored. Anything else (active false, another
+// status, a malformed or oversized body, a TLS failure, an unreachable
+// portal, no answer within SVC_GATE_INTROSPECTION_TIMEOUT seconds, default
+// 5.0, at most 60) refuses the credential: 401 with "error":"unauthorized".
+//
+// Order. The credential is introspected first, so a caller without a valid
+// credential gets 401 whatever it declares and learns nothing about gates.
+// Then a missing or empty X-Svc-Gate gives 403 with "error":"forbidden",
+// "reason":"gate_not_declared", and a declared gate that differs from the
+// credential's gives 403 with "error":"forbidden","reason":"gate_mismatch".
+// Each refusal body also carries "decision":"deny", so a client reading only
+// the decision blocks. Gate ids are compared byte for byte after trimming
+// surrounding whitespace: case-sensitive, without Unicode normalisation, so
+// a portal must issue each id in one canonical spelling.
+//
+// SVC_GATE_INTROSPECTION_AUTH, the engine's credential toward the portal, is
+// either "Bearer <token>" (sent as is; the token is visible ASCII) or "Basic
+// <user>:<password>" with user and password in clear text, which the engine
+// base64-encodes (RFC 7617). A pre-encoded Basic value has no colon and is
+// refused at startup. The scheme word is case-insensitive.
+//
+// Cache. A positive answer is cached for SVC_GATE_INTROSPECTION_CACHE_SECONDS
+// (default 30, at most 86400; 0 asks the portal on every decision), never
+// past its "exp". Negative answers and errors are never cached, so a
+// revocation takes effect within the cache window. Entries are keyed by the
+// SHA-256 of the credential, never the credential; at most 10,000 are kept,
+// evicting expired entries first, then the oldest. Concurrent requests for
+// one uncached credential share one portal call, which runs under its own
+// timeout and is not cut short when one of the waiting requests goes away.
+//
+// Transport. The URL must be https unless its host is loopback (127.0.0.0/8,
+// ::1, localhost); plain http may only dial a loopback address. TLS 1.2 or
+// later, verified against the system roots plus the PEM certificates of
+// SVC_GATE_INTROSPECTION_CA_BUNDLE; verification cannot be turned off.
+// HTTPS_PROXY/NO_PROXY are honoured for non-loopback portals.
+type Introspector struct {
+	// Now is the cache's clock; replace it only before first use.
+	Now func() time.Time
+
+	url     string
+	auth    string
+	ttl     time.Duration
+	timeout time.Duration
+	client  *http.Client
+	cache   *gateCache
+	flight  singleflight.Group
+	joined  func() // test hook: a caller now waits on a portal call
+}
+
+// GateHeader is the request header in which a caller declares its gate.
+const GateHeader = "X-Svc-Gate"
+
+// Reasons of a 403 answered to a valid portal-issued credential.
+const (
+	ReasonGateNotDeclared = "gate_not_declared"
+	ReasonGateMismatch    = "gate_mismatch"
+)
+
+// Defaults and limits of GateConfig.
+const (
+	DefaultGateCacheSeconds = 30
+	DefaultGateTimeout      = 5 * time.Second
+	DefaultGateCacheSize    = 10000
+	MaxGateCacheSeconds     = 86400
+	MaxGateTimeout          = 60 * time.Second
+	maxIntrospectionBody    = 64 << 10
+)
+
+// GateConfig configures the introspection of portal-issued gate credentials.
+// An empty URL disables it. The caller applies the defaults; a zero
+// CacheSeconds means no cache, a zero CacheSize means DefaultGateCacheSize.
+type GateConfig struct {
+	URL          string        // SVC_GATE_INTROSPECTION_URL
+	Auth         string        // SVC_GATE_INTROSPECTION_AUTH; a secret, never log it
+	CABundle     string        // SVC_GATE_INTROSPECTION_CA_BUNDLE, a PEM file path
+	CacheSeconds int           // SVC_GATE_INTROSPECTION_CACHE_SECONDS
+	Timeout      time.Duration // SVC_GATE_INTROSPECTION_TIMEOUT
+	CacheSize    int           // most credentials cached at once
+}
+
+// Enabled reports whether portal-issued credentials are accepted at all.
+func (c GateConfig) Enabled() bool { return c.URL != "" }
+
+// Validate checks an enabled configuration and names the SVC_* variable at
+// fault. A disabled configuration is valid.
+func (c GateConfig) Validate() error {
+	if !c.Enabled() {
+		return nil
+	}
+	_, err := c.parse()
+	return err
+}
+
+type gateSettings struct {
+	url  *url.URL
+	auth string // Authorization header value toward the portal, "" for none
+	pool *x509.CertPool
+}
+
+func (c GateConfig) parse() (gateSettings, error) {
+	switch {
+	case c.CacheSeconds < 0 || c.CacheSeconds > MaxGateCacheSeconds:
+		return gateSettings{}, fmt.Errorf("SVC_GATE_INTROSPECTION_CACHE_SECONDS %d: must be 0 to %d",
+			c.CacheSeconds, MaxGateCacheSeconds)
+	case c.Timeout <= 0 || c.Timeout > MaxGateTimeout:
+		return gateSettings{}, fmt.Errorf("SVC_GATE_INTROSPECTION_TIMEOUT %s: must be above 0 and at most %s",
+			c.Timeout, MaxGateTimeout)
+	case c.CacheSize < 0:
+		return gateSettings{}, fmt.Errorf("gate cache size %d: must not be negative", c.CacheSize)
+	}
+	u, err := parseGateURL(c.URL)
+	if err != nil {
+		return gateSettings{}, err
+	}
+	auth, err := authHeader(c.Auth)
+	if err != nil {
+		return gateSettings{}, err
+	}
+	pool, err := caPool(c.CABundle)
+	if err != nil {
+		return gateSettings{}, err
+	}
+	return gateSettings{url: u, auth: auth, pool: pool}, nil
+}
+
+func parseGateURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_URL: %w", err)
+	}
+	switch {
+	case u.Hostname() == "":
+		return nil, errors.New("SVC_GATE_INTROSPECTION_URL: must be an absolute URL with a host")
+	case u.User != nil:
+		return nil, errors.New("SVC_GATE_INTROSPECTION_URL: must not carry credentials; use SVC_GATE_INTROSPECTION_AUTH")
+	case u.Scheme == "https", u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+		return u, nil
+	}
+	return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_URL: scheme %q on host %q: must be https unless the host is loopback (127.0.0.0/8, ::1, localhost)",
+		u.Scheme, u.Hostname())
+}
+
+func isLoopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback()
+}
+
+// authHeader turns SVC_GATE_INTROSPECTION_AUTH into an Authorization value.
+// Its errors never quote the value: it is a secret.
+func authHeader(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	scheme, rest, _ := strings.Cut(v, " ")
+	switch {
+	case strings.EqualFold(scheme, "Bearer") && rest != "" && strings.IndexFunc(rest, notVisibleASCII) < 0:
+		return "Bearer " + rest, nil
+	case strings.EqualFold(scheme, "Basic"):
+		user, _, ok := strings.Cut(rest, ":")
+		if ok && user != "" && strings.IndexFunc(rest, unicode.IsControl) < 0 {
+			return "Basic " + base64.StdEncoding.EncodeToString([]byte(rest)), nil
+		}
+	}
+	return "", errors.New(`SVC_GATE_INTROSPECTION_AUTH: must be "Bearer <token>" or "Basic <user>:<password>" (user and password in clear, not base64)`)
+}
+
+func notVisibleASCII(r rune) bool { return r <= ' ' || r > '~' }
+
+// caPool returns the system roots plus the certificates of the PEM bundle at
+// path. Every PEM block must be a parseable certificate.
+func caPool(path string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if path == "" {
+		return pool, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE: %w", err)
+	}
+	n := 0
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: PEM block %q is not a CERTIFICATE", path, block.Type)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: certificate %d: %w", path, n+1, err)
+		}
+		pool.AddCert(cert)
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: no PEM certificate found", path)
+	}
+	return pool, nil
+}
+
+var _ Gatekeeper = (*Introspector)(nil)
+
+// NewIntrospector validates cfg and builds an Introspector with its own HTTP
+// client toward the portal. Close releases its idle connections.
+func NewIntrospector(cfg GateConfig) (*Introspector, error) {
+	if !cfg.Enabled() {
+		return nil, errors.New("SVC_GATE_INTROSPECTION_URL: not set")
+	}
+	s, err := cfg.parse()
+	if err != nil {
+		return nil, err
+	}
+	size := cfg.CacheSize
+	if size == 0 {
+		size = DefaultGateCacheSize
+	}
+	return &Introspector{
+		Now:     time.Now,
+		url:     s.url.String(),
+		auth:    s.auth,
+		ttl:     time.Duration(cfg.CacheSeconds) * time.Second,
+		timeout: cfg.Timeout,
+		client:  newGateClient(s, cfg.Timeout),
+		cache:   newGateCache(size),
+	}, nil
+}
+
+func newGateClient(s gateSettings, timeout time.Duration) *http.Client {
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if s.url.Scheme == "http" {
+		dialer.Control = loopbackOnly
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dialer.DialContext,
+		TLSClientConfig:     &tls.Config{RootCAs: s.pool, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: timeout,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        16,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &http.Client{
+		Transport: tr,
+		Timeout:   timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// loopbackOnly refuses a plain-http dial to anything but a loopback address,
+// whatever "localhost" resolved to.
+func loopbackOnly(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", address, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("dial %s: plain http introspection is allowed to loopback only", address)
+	}
+	return nil
+}
+
+// Close releases the idle connections to the portal. It is idempotent.
+func (g *Introspector) Close() error {
+	g.client.CloseIdleConnections()
+	return nil
+}
+
+// Authenticate introspects credential and checks declaredGate (the
+// X-Svc-Gate header value) against the gate it was issued for. It returns
+// that gate, or an *Error: EUNAUTHORIZED (name "unauthorized") when the
+// credential is refused, EFORBIDDEN with Fields {"reason":
+// ReasonGateNotDeclared or ReasonGateMismatch} otherwise. Messages never
+// contain the credential; concurrent callers may share one *Error, so treat
+// it as read-only.
+func (g *Introspector) Authenticate(ctx context.Context, credential, declaredGate string) (string, error) {
+	if credential == "" {
+		return "", gateRefused("no credential")
+	}
+	gate, err := g.introspect(ctx, credential)
+	if err != nil {
+		return "", err
+	}
+	switch declared := strings.TrimSpace(declaredGate); {
+	case declared == "":
+		return "", gateForbidden(ReasonGateNotDeclared, "no "+GateHeader+" header")
+	case declared != gate:
+		return "", gateForbidden(ReasonGateMismatch, GateHeader+" differs from the credential's gate")
+	}
+	return gate, nil
+}
+
+func gateRefused(msg string) *Error {
+	return &Error{Code: EUNAUTHORIZED, Name: "unauthorized", Message: "gate credential refused: " + msg}
+}
+
+func gateForbidden(reason, msg string) *Error {
+	return &Error{Code: EFORBIDDEN, Message: msg, Fields: map[string]any{"reason": reason}}
+}
+
+// introspect answers from the cache or joins the one portal call in flight
+// for this credential. The call runs detached from ctx, so a caller that
+// goes away refuses only its own request.
+func (g *Introspector) introspect(ctx context.Context, credential string) (string, error) {
+	sum := sha256.Sum256([]byte(credential))
+	key := hex.EncodeToString(sum[:])
+	if gate, ok := g.cache.get(key, g.Now()); ok {
+		return gate, nil
+	}
+	detached := context.WithoutCancel(ctx)
+	ch := g.flight.DoChan(key, func() (any, error) { return g.fetch(detached, key, credential) })
+	if g.joined != nil {
+		g.joined()
+	}
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return "", res.Err
+		}
+		return res.Val.(string), nil
+	case <-ctx.Done():
+		return "", gateRefused("request ended before the portal answered")
+	}
+}
+
+// fetch asks the portal under the timeout and caches a positive answer.
+func (g *Introspector) fetch(ctx context.Context, key, credential string) (string, error) {
+	now := g.Now()
+	if gate, ok := g.cache.get(key, now); ok {
+		return gate, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	ans, err := g.ask(ctx, credential, now)
+	if err != nil {
+		return "", err
+	}
+	if g.ttl > 0 {
+		expires := now.Add(g.ttl)
+		if !ans.exp.IsZero() && ans.exp.Before(expires) {
+			expires = ans.exp
+		}
+		g.cache.put(key, ans.gate, expires, now)
+	}
+	return ans.gate, nil
+}
+
+type gateAnswer struct {
+	gate string
+	exp  time.Time // zero when the portal sent none
+}
+
+func (g *Introspector) ask(ctx context.Context, credential string, now time.Time) (gateAnswer, error) {
+	body := url.Values{"token": {credential}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, strings.NewReader(body))
+	if err != nil {
+		return gateAnswer{}, gateRefused("build introspection request: " + err.Error())
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if g.auth != "" {
+		req.Header.Set("Authorization", g.auth)
+	}
+	resp, err := g.client.Do(req)
+	var ne net.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &ne) && ne.Timeout():
+		return gateAnswer{}, g.tooLate()
+	default:
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is the operator's; keep it out of messages
+		}
+		return gateAnswer{}, gateRefused("portal unreachable: " + err.Error())
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxIntrospectionBody+1))
+	switch {
+	case ctx.Err() != nil: // an answer racing the deadline is still late
+		return gateAnswer{}, g.tooLate()
+	case resp.StatusCode != http.StatusOK:
+		return gateAnswer{}, gateRefused(fmt.Sprintf("portal answered HTTP %d", resp.StatusCode))
+	case err != nil:
+		return gateAnswer{}, gateRefused("read portal answer: " + err.Error())
+	case len(data) > maxIntrospectionBody:
+		return gateAnswer{}, gateRefused("portal answer exceeds 64 KiB")
+	}
+	return parseGateAnswer(data, now)
+}
+
+func (g *Introspector) tooLate() *Error {
+	return gateRefused(fmt.Sprintf("portal did not answer within %s", g.timeout))
+}
+
+// parseGateAnswer reads an introspection answer. Member names match exactly
+// (encoding/json's struct matching would fold case).
+func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil || doc == nil {
+		return gateAnswer{}, gateRefused("portal answer is not a JSON object")
+	}
+	var active bool
+	if err := json.Unmarshal(doc["active"], &active); err != nil || !active {
+		return gateAnswer{}, gateRefused("portal says the credential is not active")
+	}
+	var gate string
+	if err := json.Unmarshal(doc["gate"], &gate); err != nil {
+		return gateAnswer{}, gateRefused("portal answer has no string gate")
+	}
+	gate = strings.TrimSpace(gate)
+	if gate == "" || strings.IndexFunc(gate, unicode.IsControl) >= 0 {
+		return gateAnswer{}, gateRefused("portal answer has an empty or malformed gate")
+	}
+	ans := gateAnswer{gate: gate}
+	if raw, ok := doc["exp"]; ok {
+		var exp float64
+		if err := json.Unmarshal(raw, &exp); err != nil {
+			return gateAnswer{}, gateRefused("portal answer has a non-numeric exp")
+		}
+		ans.exp = time.Unix(int64(math.Max(0, math.Min(exp, 1<<40))), 0)
+		if !ans.exp.After(now) {
+			return gateAnswer{}, gateRefused("credential expired")
+		}
+	}
+	return ans, nil
+}
+
+// gateCache holds positive answers by credential hash, oldest first.
+type gateCache struct {
+	mu      sync.Mutex
+	size    int
+	entries map[string]*list.Element
+	order   *list.List // of *gateEntry
+}
+
+type gateEntry struct {
+	key     string
+	gate    string
+	expires time.Time
+}
+
+func newGateCache(size int) *gateCache {
+	return &gateCache{size: size, entries: map[string]*list.Element{}, order: list.New()}
+}
+
+func (c *gateCache) get(key string, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[key]
+	if !ok {
+		return "", false
+	}
+	e := el.Value.(*gateEntry)
+	if !now.Before(e.expires) {
+		c.remove(el)
+		return "", false
+	}
+	return e.gate, true
+}
+
+// put stores an answer; when full it evicts expired entries, then the oldest.
+func (c *gateCache) put(key, gate string, expires, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.remove(el)
+	}
+	if c.order.Len() >= c.size {
+		for el := c.order.Front(); el != nil; {
+			next := el.Next()
+			if !now.Before(el.Value.(*gateEntry).expires) {
+				c.remove(el)
+			}
+			el = next
+		}
+	}
+	for c.order.Len() >= c.size {
+		c.remove(c.order.Front())
+	}
+	c.entries[key] = c.order.PushBack(&gateEntry{key: key, gate: gate, expires: expires})
+}
+
+func (c *gateCache) remove(el *list.Element) {
+	delete(c.entries, el.Value.(*gateEntry).key)
+	c.order.Remove(el)
+}

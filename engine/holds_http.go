@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+)
+
+// Hold listing bounds (spec §4.2).
+const (
+	DefaultHoldLimit = 100
+	MaxHoldLimit     = 1000
+)
+
+var holdStatuses = map[string]bool{HoldPending: true, HoldApproved: true, HoldRejected: true,
+	HoldExpired: true, HoldConsumed: true, "all": true}
+
+var digits = regexp.MustCompile(`^[0-9]{1,7}$`)
+
+func invalidParam(field, reason string) *Error {
+	return &Error{Code: EINVALID, Message: reason, Fields: map[string]any{"field": field, "reason": reason}}
+}
+
+// holdQuery parses status, limit and cursor strictly: a parameter given
+// twice, empty or out of range is refused, never read as a default.
+func holdQuery(q url.Values) (HoldQuery, error) {
+	out := HoldQuery{Status: "all", Limit: DefaultHoldLimit}
+	for _, name := range []string{"status", "limit", "cursor"} {
+		vals, ok := q[name]
+		if !ok {
+			continue
+		}
+		if len(vals) != 1 || vals[0] == "" {
+			return out, invalidParam(name, "must be given once, with a value")
+		}
+		v := vals[0]
+		switch name {
+		case "status":
+			if !holdStatuses[v] {
+				return out, invalidParam(name, "must be one of pending, approved, rejected, expired, consumed, all")
+			}
+			out.Status = v
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if !digits.MatchString(v) || err != nil || n < 1 || n > MaxHoldLimit {
+				return out, invalidParam(name, "must be an integer from 1 to 1000")
+			}
+			out.Limit = n
+		case "cursor":
+			out.Cursor = v
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
+	q, err := holdQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q.Now = s.engine.deps.Now()
+	page, err := s.holds.List(r.Context(), q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if page.Items == nil {
+		page.Items = []Hold{}
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
+	h, err := s.holds.Get(r.Context(), r.PathValue("id"), s.engine.deps.Now())
+	if err != nil {
+		writeError(w, notFoundHold(err, r.PathValue("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// notFoundHold gives a not-found error the body of spec §4.3.
+func notFoundHold(err error, id string) error {
+	if ErrorCode(err) == ENOTFOUND {
+		return &Error{Code: ENOTFOUND, Name: "not_found", Message: "no such hold",
+			Fields: map[string]any{"hold_id": id}}
+	}
+	return err
+}
+
+type resolveBody struct {
+	Decision  *string    `json:"decision"`
+	Reason    *string    `json:"reason"`
+	Principal *Principal `json:"principal"`
+}
+
+func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
+	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large"})
+		return
+	}
+	var body resolveBody
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
+			"reason": "body must be a JSON object {decision, reason?}"})
+		return
+	}
+	if body.Decision == nil || (*body.Decision != "approve" && *body.Decision != "reject") {
+		writeError(w, invalidParam("decision", "must be approve or reject"))
+		return
+	}
+	req := ResolveRequest{HoldID: r.PathValue("id"), Credential: bearer(r), Decision: *body.Decision,
+		Asserted: body.Principal, Now: s.engine.deps.Now()}
+	if body.Reason != nil {
+		req.Reason = Clean(*body.Reason)
+	}
+	h, err := s.resolver.Resolve(r.Context(), req)
+	if err != nil {
+		writeError(w, notFoundHold(err, req.HoldID))
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}

@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func readEnvelope(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "envelopes", name))
+	require.NoError(t, err)
+	return b
+}
+
+// mutate applies a JSON merge-style edit to the minimal envelope: a key path
+// "a.b" set to value, or deleted when value is the string "<delete>".
+func mutate(t testing.TB, base []byte, path string, value any) []byte {
+	t.Helper()
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(base, &doc))
+	parts := strings.Split(path, ".")
+	m := doc
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	last := parts[len(parts)-1]
+	if value == "<delete>" {
+		delete(m, last)
+	} else {
+		m[last] = value
+	}
+	out, err := json.Marshal(doc)
+	require.NoError(t, err)
+	return out
+}
+
+func TestParseEnvelopeAccepts(t *testing.T) {
+	env, err := ParseEnvelope(readEnvelope(t, "full.json"))
+	require.NoError(t, err)
+	assert.Equal(t, "delete", env.Action.Verb)
+	assert.Equal(t, "Remove", env.Action.RawVerb)
+	assert.Equal(t, "production", env.Target.Environment)
+	assert.Equal(t, "PRD", env.Target.RawEnvironment)
+	assert.Equal(t, "irreversible", env.Axes.Reversibility)
+	assert.Equal(t, "broad", env.Axes.BlastRadius)
+	assert.Equal(t, int64(3), env.Magnitude.Count)
+	assert.Equal(t, ModeObserve, env.Mode)
+	assert.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", env.Traceparent())
+	assert.Contains(t, env.Extra, "x_vendor")
+
+	minimal, err := ParseEnvelope(readEnvelope(t, "minimal.json"))
+	require.NoError(t, err)
+	assert.Equal(t, ModeEnforce, minimal.Mode)
+	assert.Empty(t, minimal.Params)
+}
+
+func TestParseEnvelopeRefuses(t *testing.T) {
+	base := readEnvelope(t, "minimal.json")
+	cases := []struct {
+		path  string
+		value any
+		field string
+	}{
+		{"agent", "<delete>", "agent"},
+		{"agent.id", "<delete>", "agent.id"},
+		{"agent.id", "  ", "agent.id"},
+		{"agent.id", "\u200b", "agent.id"},
+		{"agent.id", 7, "agent.id"},
+		{"agent.session_id", "<delete>", "agent.session_id"},
+		{"action.verb", "<delete>", "action.verb"},
+		{"action.ability", "", "action.ability"},
+		{"target.environment", "<delete>", "target.environment"},
+		{"magnitude.count", "<delete>", "magnitude.count"},
+		{"magnitude.count", 0, "magnitude.count"},
+		{"magnitude.count", -3, "magnitude.count"},
+		{"magnitude.count", 1.5, "magnitude.count"},
+		{"magnitude.count", "5", "magnitude.count"},
+		{"magnitude.count", 1e15, "magnitude.count"},
+		{"axes.reversibility", "sometimes", "axes.reversibility"},
+		{"axes.blast_radius", "galactic", "axes.blast_radius"},
+		{"axes.externality", "<delete>", "axes.externality"},
+		{"axes", "<delete>", "axes"},
+		{"approval", "<delete>", "approval"},
+		{"approval.present", "<delete>", "approval.present"},
+		{"approval.present", "true", "approval.present"},
+		{"approval.present", 1, "approval.present"},
+		{"params", []any{1}, "params"},
+		{"params", "x", "params"},
+		{"context", "x", "context"},
+		{"context.mode", "audit", "context.mode"},
+		{"context.mode", 3, "context.mode"},
+		{"context.traceparent", 3, "context.traceparent"},
+		{"target.ref", strings.Repeat("r", maxStringLen+1), "target.ref"},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			_, err := ParseEnvelope(mutate(t, base, c.path, c.value))
+			var inv *InvalidEnvelope
+			require.ErrorAs(t, err, &inv, "value %v", c.value)
+			assert.Equal(t, c.field, inv.Field)
+			assert.NotEmpty(t, inv.Reason)
+		})
+	}
+}
+
+func TestParseEnvelopeAxesCaseFolded(t *testing.T) {
+	base := readEnvelope(t, "minimal.json")
+	env, err := ParseEnvelope(mutate(t, base, "axes.reversibility", "IRREVERSIBLE"))
+	require.NoError(t, err)
+	assert.Equal(t, "irreversible", env.Axes.Reversibility)
+}
+
+func TestParseEnvelopeInvalidJSON(t *testing.T) {
+	for _, body := range []string{"", "{", "{\"agent\":", "nul", "{} {}", "{}x", "\x00"} {
+		_, err := ParseEnvelope([]byte(body))
+		assert.ErrorIs(t, err, ErrInvalidJSON, "body %q", body)
+	}
+	for _, body := range []string{"[]", "null", "3", "\"s\""} {
+		_, err := ParseEnvelope([]byte(body))
+		var inv *InvalidEnvelope
+		assert.ErrorAs(t, err, &inv, "body %q", body)
+	}
+}
+
+func FuzzParseEnvelope(f *testing.F) {
+	for _, name := range []string{"minimal.json", "full.json"} {
+		f.Add(readEnvelope(f, name))
+	}
+	f.Add([]byte(`{"agent":{"id":"\u200b"}}`))
+	f.Add([]byte(`[1,2]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		env, err := ParseEnvelope(body)
+		if err != nil {
+			require.Nil(t, env)
+			return
+		}
+		// An accepted envelope is fully canonical and hashable.
+		assert.Contains(t, []string{"production", "staging", "dev"}, env.Target.Environment)
+		assert.Contains(t, verbRisk, env.Action.Verb)
+		assert.GreaterOrEqual(t, env.Magnitude.Count, int64(1))
+		_, err = env.Hash()
+		require.NoError(t, err)
+		_, err = env.ParamsHash()
+		require.NoError(t, err)
+	})
+}

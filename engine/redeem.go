@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// redeem spends an approved hold on a re-submission. The hold must exist,
+// be bound to the same envelope hash, parameters and actor, and be approved
+// and unexpired; consumption is one compare-and-set in the store. A refused
+// re-submission never consumes the hold.
+func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {
+	id := env.Approval.HoldID
+	if id == "" {
+		e.refuse(out, ReasonHoldNotFound, "approval.present is true but approval.hold_id is missing")
+		return nil
+	}
+	h, err := e.deps.Holds.Get(ctx, id, now)
+	if errors.Is(err, ErrNotFound) {
+		e.refuse(out, ReasonHoldNotFound, "no hold "+id)
+		return nil
+	}
+	if err != nil {
+		return internalFault("hold store unavailable", err)
+	}
+	if code, why := e.binding(env, out, &h); code != "" {
+		e.refuse(out, code, why)
+		return nil
+	}
+	if code, why := statusRefusal(h.Status); code != "" {
+		e.refuse(out, code, why)
+		return nil
+	}
+	consumed, err := e.deps.Holds.Consume(ctx, id, out.DecisionID, now)
+	if errors.Is(err, ErrConflict) {
+		return e.lostRace(ctx, out, id, now)
+	}
+	if err != nil {
+		return internalFault("hold store unavailable", err)
+	}
+	out.Decision.Decision, out.Rule = Allow, RuleApprovedResubmisson
+	out.Reason = "hold " + id + " was approved; this re-submission redeems it (single use)"
+	out.HoldID, out.ParentDecisionID, out.redeemed = id, h.DecisionID, &consumed
+	return e.charge(ctx, env, out, now)
+}
+
+// binding checks that the re-submission is the action the hold was raised
+// for, with the same parameters, by the same actor.
+func (e *Engine) binding(env *Envelope, out *outcome, h *Hold) (string, string) {
+	paramsHash, err := env.ParamsHash()
+	switch {
+	case h.EnvelopeHash != out.EnvelopeHash:
+		return ReasonHoldEnvelopeMismatch, "the action, target, magnitude or axes differ from the held envelope"
+	case err != nil || h.ParamsHash != paramsHash:
+		return ReasonHoldEnvelopeMismatch, "the parameters differ from the held envelope"
+	case h.Envelope == nil || Fold(h.Envelope.Agent.ID) != Fold(env.Agent.ID) ||
+		Fold(h.Envelope.Agent.OnBehalfOf) != Fold(env.Agent.OnBehalfOf):
+		return ReasonHoldActorMismatch, "the hold was raised for another agent or principal"
+	}
+	return "", ""
+}
+
+func statusRefusal(status string) (string, string) {
+	switch status {
+	case HoldApproved:
+		return "", ""
+	case HoldExpired:
+		return ReasonHoldExpired, "the hold expired before it was redeemed"
+	case HoldConsumed:
+		return ReasonHoldConsumed, "the hold was already redeemed"
+	}
+	return ReasonHoldNotApproved, "the hold is " + status + ", not approved"
+}
+
+// lostRace reports why Consume found the hold no longer redeemable (another
+// re-submission consumed it first, or it lapsed meanwhile).
+func (e *Engine) lostRace(ctx context.Context, out *outcome, id string, now time.Time) error {
+	h, err := e.deps.Holds.Get(ctx, id, now)
+	if err != nil {
+		return internalFault("hold store unavailable", err)
+	}
+	code, why := statusRefusal(h.Status)
+	if code == "" {
+		code, why = ReasonHoldConsumed, "the hold was redeemed by a concurrent re-submission"
+	}
+	e.refuse(out, code, why)
+	return nil
+}
+
+// refuse denies a re-submission; reason is the machine-readable code and
+// detail the explanation, so adapters can match on reason alone.
+func (e *Engine) refuse(out *outcome, code, detail string) {
+	out.Decision.Decision, out.Rule, out.Reason = Deny, RuleHoldNotRedeemable, code
+	out.Detail = detail
+}
