@@ -1,0 +1,138 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/holds"
+	"github.com/svc-dev/svc/ledger"
+	"github.com/svc-dev/svc/rego"
+)
+
+// app is a running engine's parts, closed in reverse order of opening.
+type app struct {
+	cfg     Config
+	log     zerolog.Logger
+	handler http.Handler
+	engine  *engine.Engine
+	closers []func() error
+	cancel  context.CancelFunc
+}
+
+// openApp builds every part of the engine and checks that OPA runs and the
+// policy compiles; any failure stops start-up with a clear message.
+func openApp(ctx context.Context, cfg Config, log zerolog.Logger) (*app, error) {
+	a := &app{cfg: cfg, log: log}
+	if err := a.open(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) open(ctx context.Context) error {
+	cfg, log := a.cfg, a.log
+	policyDir, err := a.policyDir()
+	if err != nil {
+		return err
+	}
+	eval := engine.NewEvalEvaluator(cfg.OPABin, policyDir, cfg.OPATimeout)
+	if err := eval.Check(ctx); err != nil {
+		return fmt.Errorf("policy engine check failed (SVC_OPA_BIN=%s, policy %s): %w", cfg.OPABin, policyDir, err)
+	}
+	db, err := ledger.Open(ctx, cfg.HoldsPath)
+	if err != nil {
+		return fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)
+	}
+	a.closers = append(a.closers, db.Close)
+	budgets, err := ledger.NewBudgets(ctx, db)
+	if err != nil {
+		return err
+	}
+	audit, err := ledger.NewAudit(ctx, db, cfg.AuditLog, log)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, audit.Close)
+	store, err := holds.NewStore(ctx, db.SQL())
+	if err != nil {
+		return err
+	}
+	resolver, err := holds.NewService(store, holds.Config{
+		ResolverTokens: cfg.ResolverTokens, RequireVerified: cfg.RequireVerify, ResolutionPolicy: cfg.ResolutionPol,
+	}, audit, engine.NopPublisher{}, log)
+	if err != nil {
+		return fmt.Errorf("hold resolution settings: %w", err)
+	}
+	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL,
+		Frozen: cfg.Freeze}, engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes},
+		engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, Logger: log})
+	a.handler = srv.Handler()
+	a.background(ctx, resolver, budgets)
+	return nil
+}
+
+// policyDir returns SVC_POLICY_DIR or the bundled pack written to a private
+// temporary directory.
+func (a *app) policyDir() (string, error) {
+	if a.cfg.PolicyDir != "" {
+		return a.cfg.PolicyDir, nil
+	}
+	dir, cleanup, err := rego.Materialize()
+	if err != nil {
+		return "", fmt.Errorf("write bundled policy pack: %w", err)
+	}
+	a.closers = append(a.closers, cleanup)
+	return dir, nil
+}
+
+// background starts the hold expiry sweep and the ledger pruning.
+func (a *app) background(ctx context.Context, resolver *holds.Service, budgets *ledger.Budgets) {
+	ctx, a.cancel = context.WithCancel(ctx)
+	go func() {
+		if err := resolver.Run(ctx, 5*time.Second); err != nil && ctx.Err() == nil {
+			a.log.Error().Err(err).Msg("hold expiry sweep stopped")
+		}
+	}()
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				if _, err := budgets.Prune(ctx, now.Add(-a.cfg.Window)); err != nil && ctx.Err() == nil {
+					a.log.Warn().Err(err).Msg("prune session ledger")
+				}
+			}
+		}
+	}()
+}
+
+func (a *app) started(addr string) {
+	a.log.Info().Str("addr", addr).Str("version", Version).Bool("frozen", a.engine.Frozen()).Msg("svc serving")
+}
+
+// Close stops background work and closes every part; it is idempotent.
+func (a *app) Close() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](); err != nil && !errors.Is(err, context.Canceled) {
+			a.log.Error().Err(err).Msg("close")
+		}
+	}
+	a.closers = nil
+}

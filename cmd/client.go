@@ -1,0 +1,98 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// clientDefaults are the adapter-to-engine settings of spec §5.
+var clientDefaults = map[string]any{"core_url": "", "core_token": "", "verify_ssl": "true", "client_timeout": "30"}
+
+// client talks to a running engine at SVC_CORE_URL with SVC_CORE_TOKEN.
+type client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+func newClient() (*client, error) {
+	p := &parser{v: newViper(clientDefaults)}
+	raw := p.str("core_url")
+	verify := verifyTLS(p.str("verify_ssl"))
+	timeout := p.seconds("client_timeout", time.Second, time.Hour)
+	if p.err != nil {
+		return nil, p.err
+	}
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("SVC_CORE_URL: must be the engine's http(s) base URL, got %q", raw)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !verify} //nolint:gosec // explicit opt-out
+	return &client{base: u, token: p.str("core_token"), http: &http.Client{Transport: tr, Timeout: timeout}}, nil
+}
+
+// verifyTLS reads SVC_VERIFY_SSL: only an explicit false|0|no|off turns
+// certificate verification off.
+func verifyTLS(s string) bool { return verifiedApprover(s) }
+
+// apiError is an engine answer other than 2xx.
+type apiError struct {
+	status int
+	body   map[string]any
+}
+
+func (e *apiError) Error() string {
+	parts := []string{fmt.Sprintf("engine answered %d", e.status)}
+	for _, k := range []string{"error", "field", "reason", "status", "hold_id"} {
+		if v, ok := e.body[k]; ok && v != "" {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// do sends a request and decodes a JSON answer into out. A non-2xx answer
+// is an *apiError whose raw body is also decoded into out when possible.
+func (c *client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	u := c.base.JoinPath(strings.TrimPrefix(path, "/"))
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		u = c.base.JoinPath(strings.TrimPrefix(path[:i], "/"))
+		u.RawQuery = path[i+1:]
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("engine unreachable at %s: %w", c.base.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("read engine answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &apiError{status: resp.StatusCode, body: map[string]any{}}
+		_ = json.Unmarshal(raw, &e.body) // a body that is not JSON leaves only the status
+		_ = json.Unmarshal(raw, out)
+		return resp.StatusCode, e
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return resp.StatusCode, fmt.Errorf("engine answer is not JSON: %w", err)
+	}
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,164 @@
+package cmd
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// Bounds of the engine's settings.
+const (
+	minBodyBytes  = 1024
+	maxBodyBytes  = 64 << 20
+	maxOPATimeout = 300 * time.Second
+)
+
+// Config is the typed, validated configuration of `svc serve`, read once
+// from SVC_* variables, an optional config file and flags.
+type Config struct {
+	Host           string
+	Port           int
+	MaxBodyBytes   int64
+	OPABin         string
+	PolicyDir      string
+	OPATimeout     time.Duration
+	Window         time.Duration
+	AuditLog       string
+	HoldsPath      string
+	HoldTTL        time.Duration
+	Freeze         bool
+	AuthToken      string
+	LogLevel       string
+	ResolverTokens string
+	RequireVerify  bool
+	ResolutionPol  string
+}
+
+// serveDefaults are the defaults of spec §8, one per key, so that viper
+// reads every key from the environment.
+var serveDefaults = map[string]any{
+	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
+	"policy_dir": "", "opa_timeout": "10", "window_seconds": "3600", "audit_log": "",
+	"holds_path": "", "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
+	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true",
+	"resolution_policy": "",
+}
+
+// newViper returns a viper reading SVC_* variables with every default set.
+func newViper(defaults map[string]any) *viper.Viper {
+	v := viper.New()
+	v.SetEnvPrefix("SVC")
+	v.AutomaticEnv()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	return v
+}
+
+// envName is the variable a key is read from, for error messages.
+func envName(key string) string { return "SVC_" + strings.ToUpper(key) }
+
+// parser reads keys from viper and keeps the first error, which names the
+// variable at fault.
+type parser struct {
+	v   *viper.Viper
+	err error
+}
+
+func (p *parser) fail(key, format string, args ...any) {
+	if p.err == nil {
+		p.err = fmt.Errorf("%s: %s", envName(key), fmt.Sprintf(format, args...))
+	}
+}
+
+func (p *parser) str(key string) string { return strings.TrimSpace(p.v.GetString(key)) }
+
+func (p *parser) integer(key string, lo, hi int64) int64 {
+	s := p.str(key)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		p.fail(key, "must be an integer from %d to %d, got %q", lo, hi, s)
+	}
+	return n
+}
+
+func (p *parser) seconds(key string, lo, hi time.Duration) time.Duration {
+	s := p.str(key)
+	f, err := strconv.ParseFloat(s, 64)
+	d := time.Duration(f * float64(time.Second))
+	if err != nil || d < lo || d > hi {
+		p.fail(key, "must be a number of seconds from %v to %v, got %q", lo.Seconds(), hi.Seconds(), s)
+	}
+	return d
+}
+
+func (p *parser) boolean(key string) bool {
+	s := strings.ToLower(p.str(key))
+	switch s {
+	case "true", "1", "yes", "on":
+		return true
+	case "false", "0", "no", "off", "":
+		return false
+	}
+	p.fail(key, "must be true or false, got %q", s)
+	return false
+}
+
+// loadConfig reads and validates the serve configuration.
+func loadConfig(v *viper.Viper) (Config, error) {
+	p := &parser{v: v}
+	c := Config{
+		Host:           p.str("host"),
+		Port:           int(p.integer("port", 0, 65535)),
+		MaxBodyBytes:   p.integer("max_body_bytes", minBodyBytes, maxBodyBytes),
+		OPABin:         p.str("opa_bin"),
+		PolicyDir:      p.str("policy_dir"),
+		OPATimeout:     p.seconds("opa_timeout", 10*time.Millisecond, maxOPATimeout),
+		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,
+		AuditLog:       p.str("audit_log"),
+		HoldsPath:      p.str("holds_path"),
+		HoldTTL:        time.Duration(p.integer("hold_ttl_seconds", 1, 366*24*3600)) * time.Second,
+		Freeze:         p.boolean("freeze"),
+		AuthToken:      p.str("auth_token"),
+		LogLevel:       p.str("log_level"),
+		ResolverTokens: p.str("resolver_tokens"),
+		RequireVerify:  verifiedApprover(p.str("require_verified_approver")),
+		ResolutionPol:  p.str("resolution_policy"),
+	}
+	p.check(c)
+	return c, p.err
+}
+
+// verifiedApprover reads SVC_REQUIRE_VERIFIED_APPROVER: only an explicit
+// false|0|no|off opts out; any other value reads as the default, true.
+func verifiedApprover(s string) bool {
+	switch strings.ToLower(s) {
+	case "false", "0", "no", "off":
+		return false
+	}
+	return true
+}
+
+func (p *parser) check(c Config) {
+	if c.Host == "" || (net.ParseIP(c.Host) == nil && strings.ContainsAny(c.Host, " /:")) {
+		p.fail("host", "must be an IP address or host name, got %q", c.Host)
+	}
+	if c.OPABin == "" {
+		p.fail("opa_bin", "must name the opa binary")
+	}
+	if c.PolicyDir != "" {
+		if st, err := os.Stat(c.PolicyDir); err != nil || !st.IsDir() {
+			p.fail("policy_dir", "must be an existing directory, got %q", c.PolicyDir)
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		p.fail("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+}

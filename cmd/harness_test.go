@@ -1,0 +1,328 @@
+package cmd_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// svcBin is the svc binary built once for the black-box tests.
+var svcBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "svc-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	svcBin = filepath.Join(dir, "svc")
+	args := []string{"build", "-o", svcBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/svc-dev/svc")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build svc:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// engineProc is a running `svc serve`.
+type engineProc struct {
+	URL   string
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	logs  bytes.Buffer
+	token string
+	done  chan struct{}
+}
+
+// baseEnv is the environment of every engine under test: a clean SVC_*
+// slate with the audit log and database in the test's temp dir.
+func baseEnv(t *testing.T) map[string]string {
+	dir := t.TempDir()
+	return map[string]string{
+		"SVC_PORT":       "0",
+		"SVC_AUDIT_LOG":  filepath.Join(dir, "audit.jsonl"),
+		"SVC_HOLDS_PATH": filepath.Join(dir, "svc.db"),
+		"SVC_LOG_LEVEL":  "info",
+	}
+}
+
+func environ(env map[string]string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SVC_") {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// startEngine runs `svc serve` and waits until it listens.
+func startEngine(t *testing.T, env map[string]string) *engineProc {
+	t.Helper()
+	p, err := launch(env)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.stop(t) })
+	select {
+	case <-p.ready():
+	case <-p.done:
+		t.Fatalf("svc serve exited before serving:\n%s", p.Logs())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("svc serve did not start:\n%s", p.Logs())
+	}
+	p.token = env["SVC_AUTH_TOKEN"]
+	return p
+}
+
+func launch(env map[string]string, args ...string) (*engineProc, error) {
+	p := &engineProc{done: make(chan struct{})}
+	p.cmd = exec.Command(svcBin, append([]string{"serve"}, args...)...)
+	p.cmd.Env = environ(env)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	p.cmd.Stdout = io.Discard
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go p.scan(stderr)
+	return p, nil
+}
+
+func (p *engineProc) scan(r io.Reader) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		p.mu.Lock()
+		p.logs.WriteString(line + "\n")
+		if p.URL == "" {
+			var rec struct {
+				Message string `json:"message"`
+				Addr    string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "svc serving" {
+				p.URL = "http://" + rec.Addr
+			}
+		}
+		p.mu.Unlock()
+	}
+	_ = p.cmd.Wait()
+	close(p.done)
+}
+
+func (p *engineProc) ready() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for {
+			p.mu.Lock()
+			ok := p.URL != ""
+			p.mu.Unlock()
+			if ok {
+				close(ch)
+				return
+			}
+			select {
+			case <-p.done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return ch
+}
+
+// Logs returns what the engine has logged so far.
+func (p *engineProc) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (p *engineProc) stop(t *testing.T) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Errorf("svc serve did not stop on SIGTERM:\n%s", p.Logs())
+	}
+}
+
+// runFailing runs `svc serve` expecting it to refuse to start.
+func runFailing(t *testing.T, env map[string]string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, svcBin, "serve")
+	cmd.Env = environ(env)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "svc serve should have refused to start:\n%s", out)
+	return ee.ExitCode(), string(out)
+}
+
+// response is a decoded engine answer.
+type response struct {
+	Status int
+	Body   map[string]any
+	Header http.Header
+}
+
+func (r response) str(key string) string {
+	s, _ := r.Body[key].(string)
+	return s
+}
+
+// call sends a request with the engine's token (if any).
+func (p *engineProc) call(t testing.TB, method, path string, body any) response {
+	t.Helper()
+	return p.callAs(t, p.token, method, path, body)
+}
+
+func (p *engineProc) callAs(t testing.TB, token, method, path string, body any) response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, p.URL+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := response{Status: resp.StatusCode, Header: resp.Header, Body: map[string]any{}}
+	if len(raw) > 0 {
+		require.NoError(t, json.Unmarshal(raw, &out.Body), "body %s", raw)
+	}
+	return out
+}
+
+// decide posts an envelope.
+func (p *engineProc) decide(t testing.TB, env map[string]any) response {
+	t.Helper()
+	return p.call(t, "POST", "/v1/decide", env)
+}
+
+// envelope returns a fresh, valid envelope; edits are applied as
+// "a.b" → value (nil deletes the key).
+func envelope(edits map[string]any) map[string]any {
+	env := map[string]any{
+		"svc_version": "0.2",
+		"agent":       map[string]any{"id": "agent-7", "on_behalf_of": "human:alice", "session_id": "sess-1"},
+		"action":      map[string]any{"namespace": "db", "verb": "read", "ability": "db/get_rows"},
+		"target":      map[string]any{"kind": "table", "ref": "core.users", "environment": "staging"},
+		"params":      map[string]any{},
+		"magnitude":   map[string]any{"count": 1},
+		"axes":        map[string]any{"reversibility": "reversible", "blast_radius": "single", "externality": "internal"},
+		"approval":    map[string]any{"present": false, "hold_id": nil},
+		"context":     map[string]any{},
+		"meta":        map[string]any{"timestamp": "2026-11-21T10:00:00Z", "nonce": "n", "signature": "stub"},
+	}
+	for path, v := range edits {
+		parts := strings.Split(path, ".")
+		m := env
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := m[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[p] = next
+			}
+			m = next
+		}
+		if v == nil {
+			delete(m, parts[len(parts)-1])
+		} else {
+			m[parts[len(parts)-1]] = v
+		}
+	}
+	return env
+}
+
+// auditLines reads the JSONL audit log.
+func auditLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), "audit line %q", line)
+		out = append(out, rec)
+	}
+	return out
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	return raw
+}
+
+// bytesBuffer is a goroutine-safe buffer for a child's output.
+type bytesBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *bytesBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *bytesBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func countLines(s string) int { return len(strings.Split(strings.TrimSpace(s), "\n")) }

@@ -1,0 +1,85 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// holdsTable prints holds as an aligned table.
+func holdsTable(w io.Writer, items []engine.Hold, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tRULE\tAGENT\tABILITY\tENVIRONMENT\tCOUNT\tEXPIRES IN")
+	for _, h := range items {
+		agent, ability, environment, count := "-", "-", "-", int64(0)
+		if e := h.Envelope; e != nil {
+			agent, ability, environment, count = e.Agent.ID, e.Action.Ability, e.Target.Environment, e.Magnitude.Count
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", h.ID, h.Status, h.Rule, agent, ability,
+			environment, count, expiresIn(h, now))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		_, err := fmt.Fprintln(w, "(no holds)")
+		return err
+	}
+	return nil
+}
+
+// expiresIn renders the time left on a live hold, "-" on a settled one.
+func expiresIn(h engine.Hold, now time.Time) string {
+	if h.Status != engine.HoldPending && h.Status != engine.HoldApproved {
+		return "-"
+	}
+	left := h.ExpiresTS.Sub(now).Round(time.Second)
+	if left <= 0 {
+		return "now"
+	}
+	return left.String()
+}
+
+// printHold prints one hold as JSON or as a two-column detail table.
+func printHold(w io.Writer, format string, h engine.Hold) error {
+	if format == "json" {
+		return writeIndented(w, h)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("id", h.ID)
+	row("status", h.Status)
+	row("rule", h.Rule)
+	row("reason", h.Reason)
+	if e := h.Envelope; e != nil {
+		row("agent", e.Agent.ID)
+		row("on behalf of", e.Agent.OnBehalfOf)
+		row("session", e.Agent.SessionID)
+		row("ability", e.Action.Ability)
+		row("verb", e.Action.Verb)
+		row("target", e.Target.Kind+" "+e.Target.Ref)
+		row("environment", e.Target.Environment)
+		row("count", fmt.Sprint(e.Magnitude.Count))
+	}
+	row("envelope hash", h.EnvelopeHash)
+	row("created", engine.FormatTime(h.CreatedTS))
+	row("expires", engine.FormatTime(h.ExpiresTS)+" (in "+expiresIn(h, time.Now())+")")
+	if h.DecidedBy != nil {
+		verified := h.DecidedByVerified != nil && *h.DecidedByVerified
+		row("decided by", fmt.Sprintf("%s (verified: %t)", h.DecidedBy, verified))
+	}
+	if h.DecidedTS != nil {
+		row("decided", engine.FormatTime(*h.DecidedTS))
+	}
+	if h.ResolutionReason != "" {
+		row("resolution reason", h.ResolutionReason)
+	}
+	if h.ConsumedTS != nil {
+		row("consumed", engine.FormatTime(*h.ConsumedTS))
+	}
+	row("decision id", h.DecisionID)
+	return tw.Flush()
+}

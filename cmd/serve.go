@@ -1,0 +1,106 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+)
+
+// shutdownGrace bounds how long in-flight decisions may take at shutdown.
+const shutdownGrace = 15 * time.Second
+
+func newServeCommand() *cobra.Command {
+	v := newViper(serveDefaults)
+	var configFile string
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the decision engine (POST /v1/decide, holds, health)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := readConfigFile(v, configFile); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			cfg, err := loadConfig(v)
+			if err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("invalid configuration: %w", err)}
+			}
+			return runServe(c.Context(), cfg, c.ErrOrStderr())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&configFile, "config", "", "YAML, JSON or TOML file of settings (keys as the SVC_ names without prefix, lower case)")
+	f.String("host", "", "bind address (SVC_HOST)")
+	f.Int("port", 0, "bind port (SVC_PORT; 0 picks a free port)")
+	f.String("policy-dir", "", "directory of the policy pack (SVC_POLICY_DIR)")
+	f.String("opa-bin", "", "opa binary (SVC_OPA_BIN)")
+	f.String("audit-log", "", "append-only JSONL audit log (SVC_AUDIT_LOG)")
+	f.String("holds-path", "", "SQLite database path (SVC_HOLDS_PATH)")
+	for key, flag := range map[string]string{"host": "host", "port": "port", "policy_dir": "policy-dir",
+		"opa_bin": "opa-bin", "audit_log": "audit-log", "holds_path": "holds-path"} {
+		_ = v.BindPFlag(key, f.Lookup(flag)) // the flag exists: defined just above
+	}
+	return c
+}
+
+// readConfigFile merges an optional settings file under env and flags.
+func readConfigFile(v *viper.Viper, path string) error {
+	if path == "" {
+		return nil
+	}
+	v.SetConfigFile(path)
+	if err := v.ReadInConfig(); err != nil {
+		return fmt.Errorf("read config file %s: %w", path, err)
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Str("service", "svc").Logger()
+}
+
+func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
+	log := newLogger(stderr, cfg.LogLevel)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	a, err := openApp(ctx, cfg, log)
+	if err != nil {
+		log.Error().Err(err).Msg("svc cannot start")
+		return &exitError{code: 1, err: err}
+	}
+	defer a.Close()
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)}
+	}
+	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	a.started(ln.Addr().String())
+	select {
+	case err = <-served:
+		return &exitError{code: 1, err: fmt.Errorf("serve: %w", err)}
+	case <-ctx.Done():
+	}
+	log.Info().Msg("svc shutting down: finishing in-flight decisions")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error().Err(err).Msg("shutdown incomplete")
+	}
+	return nil
+}
