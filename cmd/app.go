@@ -42,9 +42,9 @@ func (a *app) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	eval := engine.NewEvalEvaluator(cfg.OPABin, policyDir, cfg.OPATimeout)
-	if err := eval.Check(ctx); err != nil {
-		return fmt.Errorf("policy engine check failed (SVC_OPA_BIN=%s, policy %s): %w", cfg.OPABin, policyDir, err)
+	eval, err := a.newEvaluator(ctx, policyDir)
+	if err != nil {
+		return err
 	}
 	db, err := ledger.Open(ctx, cfg.HoldsPath)
 	if err != nil {

@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -27,6 +28,8 @@ type Config struct {
 	OPABin         string
 	PolicyDir      string
 	OPATimeout     time.Duration
+	OPAMode        string // eval (one opa eval per decision) or server (a supervised opa run --server)
+	OPAURL         string // an OPA server svc does not manage; overrides OPAMode
 	Window         time.Duration
 	AuditLog       string
 	HoldsPath      string
@@ -43,7 +46,7 @@ type Config struct {
 // reads every key from the environment.
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
-	"policy_dir": "", "opa_timeout": "10", "window_seconds": "3600", "audit_log": "",
+	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600", "audit_log": "",
 	"holds_path": "", "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true",
 	"resolution_policy": "",
@@ -119,6 +122,8 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		OPABin:         p.str("opa_bin"),
 		PolicyDir:      p.str("policy_dir"),
 		OPATimeout:     p.seconds("opa_timeout", 10*time.Millisecond, maxOPATimeout),
+		OPAMode:        p.str("opa_mode"),
+		OPAURL:         p.str("opa_url"),
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,
 		AuditLog:       p.str("audit_log"),
 		HoldsPath:      p.str("holds_path"),
@@ -154,6 +159,14 @@ func (p *parser) check(c Config) {
 	if c.PolicyDir != "" {
 		if st, err := os.Stat(c.PolicyDir); err != nil || !st.IsDir() {
 			p.fail("policy_dir", "must be an existing directory, got %q", c.PolicyDir)
+		}
+	}
+	if c.OPAMode != "eval" && c.OPAMode != "server" {
+		p.fail("opa_mode", "must be eval or server, got %q", c.OPAMode)
+	}
+	if c.OPAURL != "" {
+		if u, err := url.Parse(c.OPAURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", c.OPAURL)
 		}
 	}
 	switch c.LogLevel {
