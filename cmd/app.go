@@ -75,8 +75,16 @@ func (a *app) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes},
-		engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, Logger: log})
+	deps := engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, Logger: log}
+	if cfg.Gate.Enabled() {
+		gate, err := engine.NewIntrospector(cfg.Gate)
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, gate.Close)
+		deps.Gatekeeper = gate
+	}
+	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes}, deps)
 	a.handler = srv.Handler()
 	a.background(ctx, resolver, budgets)
 	return nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/svc-dev/svc/engine"
 )
 
 // Bounds of the engine's settings.
@@ -40,6 +42,7 @@ type Config struct {
 	ResolverTokens string
 	RequireVerify  bool
 	ResolutionPol  string
+	Gate           engine.GateConfig
 }
 
 // serveDefaults are the defaults of spec §8, one per key, so that viper
@@ -49,7 +52,9 @@ var serveDefaults = map[string]any{
 	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600", "audit_log": "",
 	"holds_path": "", "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true",
-	"resolution_policy": "",
+	"resolution_policy": "", "gate_introspection_url": "", "gate_introspection_auth": "",
+	"gate_introspection_cache_seconds": "30", "gate_introspection_timeout": "5.0",
+	"gate_introspection_ca_bundle": "",
 }
 
 // newViper returns a viper reading SVC_* variables with every default set.
@@ -134,6 +139,13 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		ResolverTokens: p.str("resolver_tokens"),
 		RequireVerify:  verifiedApprover(p.str("require_verified_approver")),
 		ResolutionPol:  p.str("resolution_policy"),
+		Gate: engine.GateConfig{
+			URL:          p.str("gate_introspection_url"),
+			Auth:         p.str("gate_introspection_auth"),
+			CABundle:     p.str("gate_introspection_ca_bundle"),
+			CacheSeconds: int(p.integer("gate_introspection_cache_seconds", 0, engine.MaxGateCacheSeconds)),
+			Timeout:      p.seconds("gate_introspection_timeout", time.Millisecond, engine.MaxGateTimeout),
+		},
 	}
 	p.check(c)
 	return c, p.err
@@ -168,6 +180,9 @@ func (p *parser) check(c Config) {
 		if u, err := url.Parse(c.OPAURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", c.OPAURL)
 		}
+	}
+	if err := c.Gate.Validate(); err != nil && p.err == nil {
+		p.err = err
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

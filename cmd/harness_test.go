@@ -230,16 +230,7 @@ func (p *engineProc) callAs(t testing.TB, token, method, path string, body any) 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	out := response{Status: resp.StatusCode, Header: resp.Header, Body: map[string]any{}}
-	if len(raw) > 0 {
-		require.NoError(t, json.Unmarshal(raw, &out.Body), "body %s", raw)
-	}
-	return out
+	return do(t, req)
 }
 
 // decide posts an envelope.
@@ -326,3 +317,20 @@ func (b *bytesBuffer) String() string {
 }
 
 func countLines(s string) int { return len(strings.Split(strings.TrimSpace(s), "\n")) }
+
+func jsonReader(t testing.TB, v any) io.Reader { return bytes.NewReader(mustJSON(t, v)) }
+
+// do sends a prepared request and decodes the answer.
+func do(t testing.TB, req *http.Request) response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := response{Status: resp.StatusCode, Header: resp.Header, Body: map[string]any{}}
+	if len(raw) > 0 {
+		require.NoError(t, json.Unmarshal(raw, &out.Body), "body %s", raw)
+	}
+	return out
+}

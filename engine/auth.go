@@ -23,8 +23,9 @@ func (s *Server) decideAuth(next func(http.ResponseWriter, *http.Request, string
 			s.refuseAuth(w, Errorf(EUNAUTHORIZED, "missing or invalid bearer token"))
 			return
 		}
-		gate, err := s.gate.Authenticate(r.Context(), tok, r.Header.Get("X-Svc-Gate"))
+		gate, err := s.gate.Authenticate(r.Context(), tok, r.Header.Get(GateHeader))
 		if err != nil {
+			s.log.Warn().Err(err).Msg("gate credential refused")
 			s.refuseAuth(w, err)
 			return
 		}

@@ -1,0 +1,231 @@
+package cmd_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testCA issues loopback server certificates.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "svc test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+func (ca *testCA) serverCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func (ca *testCA) file(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(path, ca.pem, 0o644))
+	return path
+}
+
+// portal is an RFC 7662 introspection endpoint over HTTPS.
+type portal struct {
+	srv    *httptest.Server
+	calls  atomic.Int64
+	mu     sync.Mutex
+	active map[string]string // credential → gate
+	delay  time.Duration
+}
+
+func newPortal(t *testing.T, ca *testCA) *portal {
+	t.Helper()
+	p := &portal{active: map[string]string{}}
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
+	p.srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.serverCert(t)}}
+	p.srv.StartTLS()
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *portal) serve(w http.ResponseWriter, r *http.Request) {
+	p.calls.Add(1)
+	p.mu.Lock()
+	delay := p.delay
+	gate, ok := p.active[r.PostFormValue("token")]
+	p.mu.Unlock()
+	time.Sleep(delay)
+	w.Header().Set("Content-Type", "application/json")
+	if r.Header.Get("Authorization") != "Bearer portal-secret" || !ok {
+		_ = json.NewEncoder(w).Encode(map[string]any{"active": false})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"active": true, "gate": gate})
+}
+
+func (p *portal) set(cred, gate string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if gate == "" {
+		delete(p.active, cred)
+	} else {
+		p.active[cred] = gate
+	}
+}
+
+func gateEngine(t *testing.T, url, caFile, cacheSeconds, timeout string) (*engineProc, map[string]string) {
+	t.Helper()
+	env := baseEnv(t)
+	env["SVC_AUTH_TOKEN"] = "adapter-token"
+	env["SVC_GATE_INTROSPECTION_URL"] = url
+	env["SVC_GATE_INTROSPECTION_CA_BUNDLE"] = caFile
+	env["SVC_GATE_INTROSPECTION_AUTH"] = "Bearer portal-secret"
+	env["SVC_GATE_INTROSPECTION_CACHE_SECONDS"] = cacheSeconds
+	env["SVC_GATE_INTROSPECTION_TIMEOUT"] = timeout
+	return startEngine(t, env), env
+}
+
+func (p *engineProc) decideGate(t *testing.T, cred, gate string) response {
+	t.Helper()
+	req, err := http.NewRequest("POST", p.URL+"/v1/decide", jsonReader(t, envelope(nil)))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+cred)
+	if gate != "" {
+		req.Header.Set("X-Svc-Gate", gate)
+	}
+	return do(t, req)
+}
+
+func TestGateCredentials(t *testing.T) {
+	ca := newTestCA(t)
+	portal := newPortal(t, ca)
+	portal.set("cred-a", "gate-a")
+	p, env := gateEngine(t, portal.srv.URL+"/introspect", ca.file(t), "1", "2")
+
+	r := p.decideGate(t, "cred-a", "gate-a")
+	require.Equal(t, 200, r.Status, "%v", r.Body)
+	assert.Equal(t, "allow", r.str("decision"))
+	r = p.decideGate(t, "cred-a", "gate-b")
+	assert.Equal(t, 403, r.Status)
+	assert.Equal(t, "gate_mismatch", r.str("reason"))
+	r = p.decideGate(t, "cred-a", "")
+	assert.Equal(t, 403, r.Status)
+	assert.Equal(t, "gate_not_declared", r.str("reason"))
+	r = p.decideGate(t, "forged", "gate-a")
+	assert.Equal(t, 401, r.Status)
+	assert.Equal(t, "unauthorized", r.str("error"))
+	r = p.decideGate(t, "adapter-token", "")
+	assert.Equal(t, 200, r.Status, "SVC_AUTH_TOKEN is tried first and needs no gate header")
+
+	hold := p.callAs(t, "cred-a", "GET", "/v1/holds", nil)
+	assert.Equal(t, 401, hold.Status, "hold routes never accept portal credentials")
+
+	t.Run("cache hit within the window, revocation seen after it", func(t *testing.T) {
+		before := portal.calls.Load()
+		require.Equal(t, 200, p.decideGate(t, "cred-a", "gate-a").Status)
+		portal.set("cred-a", "")
+		require.Equal(t, 200, p.decideGate(t, "cred-a", "gate-a").Status, "cached positive answer")
+		assert.LessOrEqual(t, portal.calls.Load()-before, int64(1))
+		time.Sleep(1100 * time.Millisecond)
+		assert.Equal(t, 401, p.decideGate(t, "cred-a", "gate-a").Status, "revocation seen after the window")
+	})
+
+	p.stop(t)
+	lines := auditLines(t, env["SVC_AUDIT_LOG"])
+	require.NotEmpty(t, lines)
+	assert.Equal(t, "gate-a", lines[0]["gate"], "the gate id is in the audit line")
+}
+
+func TestGateCacheZeroAsksEveryTime(t *testing.T) {
+	ca := newTestCA(t)
+	portal := newPortal(t, ca)
+	portal.set("cred", "g")
+	p, _ := gateEngine(t, portal.srv.URL, ca.file(t), "0", "2")
+	before := portal.calls.Load()
+	for i := 0; i < 3; i++ {
+		require.Equal(t, 200, p.decideGate(t, "cred", "g").Status)
+	}
+	assert.Equal(t, int64(3), portal.calls.Load()-before)
+}
+
+func TestGatePortalFaultsRefuse(t *testing.T) {
+	ca := newTestCA(t)
+	t.Run("slower than the timeout", func(t *testing.T) {
+		portal := newPortal(t, ca)
+		portal.set("cred", "g")
+		portal.delay = 3 * time.Second
+		p, _ := gateEngine(t, portal.srv.URL, ca.file(t), "30", "0.5")
+		start := time.Now()
+		assert.Equal(t, 401, p.decideGate(t, "cred", "g").Status)
+		assert.Less(t, time.Since(start), 2*time.Second)
+	})
+	t.Run("down", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		p, _ := gateEngine(t, "https://"+addr+"/introspect", ca.file(t), "30", "1")
+		assert.Equal(t, 401, p.decideGate(t, "cred", "g").Status)
+	})
+	t.Run("certificate from an unknown CA", func(t *testing.T) {
+		portal := newPortal(t, newTestCA(t))
+		portal.set("cred", "g")
+		p, _ := gateEngine(t, portal.srv.URL, ca.file(t), "30", "1")
+		assert.Equal(t, 401, p.decideGate(t, "cred", "g").Status)
+		assert.Equal(t, int64(0), portal.calls.Load(), "the credential never reached an unverified portal")
+	})
+}
+
+func TestGateConfigRefusals(t *testing.T) {
+	for name, kv := range map[string][2]string{
+		"plain http off loopback": {"SVC_GATE_INTROSPECTION_URL", "http://portal.example/introspect"},
+		"bad timeout":             {"SVC_GATE_INTROSPECTION_TIMEOUT", "0"},
+		"bad cache":               {"SVC_GATE_INTROSPECTION_CACHE_SECONDS", "-1"},
+		"missing CA bundle":       {"SVC_GATE_INTROSPECTION_CA_BUNDLE", "/nonexistent/ca.pem"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := baseEnv(t)
+			env["SVC_GATE_INTROSPECTION_URL"] = "https://127.0.0.1:9/introspect"
+			env[kv[0]] = kv[1]
+			code, out := runFailing(t, env)
+			assert.Equal(t, 2, code, out)
+			assert.Contains(t, out, kv[0])
+		})
+	}
+}
