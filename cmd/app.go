@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 	"github.com/svc-dev/svc/rego"
@@ -17,12 +18,13 @@ import (
 
 // app is a running engine's parts, closed in reverse order of opening.
 type app struct {
-	cfg     Config
-	log     zerolog.Logger
-	handler http.Handler
-	engine  *engine.Engine
-	closers []func() error
-	cancel  context.CancelFunc
+	cfg      Config
+	log      zerolog.Logger
+	handler  http.Handler
+	engine   *engine.Engine
+	closers  []func() error
+	cancel   context.CancelFunc
+	exporter *export.Exporter
 }
 
 // openApp builds every part of the engine and checks that OPA runs and the
@@ -46,6 +48,9 @@ func (a *app) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.openExport(); err != nil {
+		return err
+	}
 	db, err := ledger.Open(ctx, cfg.HoldsPath)
 	if err != nil {
 		return fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)
@@ -66,16 +71,26 @@ func (a *app) open(ctx context.Context) error {
 	}
 	resolver, err := holds.NewService(store, holds.Config{
 		ResolverTokens: cfg.ResolverTokens, RequireVerified: cfg.RequireVerify, ResolutionPolicy: cfg.ResolutionPol,
-	}, audit, engine.NopPublisher{}, log)
+	}, audit, a.exporter, log)
 	if err != nil {
 		return fmt.Errorf("hold resolution settings: %w", err)
 	}
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL,
-		Frozen: cfg.Freeze}, engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit, Logger: log})
+		Frozen: cfg.Freeze}, engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
+		Publisher: a.exporter, Logger: log})
 	if err != nil {
 		return err
 	}
-	deps := engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, Logger: log}
+	freeze, err := ledger.NewFreeze(ctx, db)
+	if err != nil {
+		return err
+	}
+	kill, err := engine.NewKillSwitch(ctx, a.engine, freeze, cfg.Freeze)
+	if err != nil {
+		return err
+	}
+	deps := engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, KillSwitch: kill,
+		Health: a.health, Logger: log}
 	if cfg.Gate.Enabled() {
 		gate, err := engine.NewIntrospector(cfg.Gate)
 		if err != nil {
@@ -128,7 +143,36 @@ func (a *app) background(ctx context.Context, resolver *holds.Service, budgets *
 	}()
 }
 
+// openExport starts the syslog and webhook queues; the last thing closed,
+// after the lifecycle "stop" event.
+func (a *app) openExport() error {
+	ex, err := export.New(a.cfg.Export, a.log)
+	if err != nil {
+		return err
+	}
+	a.exporter = ex
+	a.closers = append(a.closers, func() error {
+		a.lifecycle("stop")
+		return ex.Close()
+	})
+	return nil
+}
+
+func (a *app) lifecycle(action string) {
+	now := time.Now()
+	a.exporter.Publish(engine.Event{Type: engine.EventLifecycle, Body: engine.LifecycleEvent{
+		TS: engine.FormatTime(now), Event: engine.EventLifecycle, Action: action, SvcVersion: Version,
+		EpochMS: now.UnixMilli(),
+	}})
+}
+
+// health is the /healthz body beyond {status: ok}.
+func (a *app) health() map[string]any {
+	return map[string]any{"version": Version, "frozen": a.engine.Frozen(), "export": a.exporter.Stats()}
+}
+
 func (a *app) started(addr string) {
+	a.lifecycle("start")
 	a.log.Info().Str("addr", addr).Str("version", Version).Bool("frozen", a.engine.Frozen()).Msg("svc serving")
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/export"
 )
 
 // Bounds of the engine's settings.
@@ -43,6 +44,7 @@ type Config struct {
 	RequireVerify  bool
 	ResolutionPol  string
 	Gate           engine.GateConfig
+	Export         export.Config
 }
 
 // serveDefaults are the defaults of spec §8, one per key, so that viper
@@ -55,6 +57,9 @@ var serveDefaults = map[string]any{
 	"resolution_policy": "", "gate_introspection_url": "", "gate_introspection_auth": "",
 	"gate_introspection_cache_seconds": "30", "gate_introspection_timeout": "5.0",
 	"gate_introspection_ca_bundle": "",
+	"syslog_enabled":               "false", "syslog_address": "", "syslog_protocol": "udp", "syslog_format": "json",
+	"syslog_facility": "local0", "syslog_tls_verify": "true", "syslog_tls_ca": "",
+	"webhook_url": "", "webhook_queue_size": "1000", "webhook_secret": "",
 }
 
 // newViper returns a viper reading SVC_* variables with every default set.
@@ -147,8 +152,31 @@ func loadConfig(v *viper.Viper) (Config, error) {
 			Timeout:      p.seconds("gate_introspection_timeout", time.Millisecond, engine.MaxGateTimeout),
 		},
 	}
+	c.Export = p.export()
 	p.check(c)
 	return c, p.err
+}
+
+// export reads the SVC_SYSLOG_* and SVC_WEBHOOK_* settings.
+func (p *parser) export() export.Config {
+	c := export.Config{
+		Syslog: export.SyslogConfig{
+			Enabled:               p.boolean("syslog_enabled"),
+			Address:               p.str("syslog_address"),
+			Protocol:              p.str("syslog_protocol"),
+			Format:                p.str("syslog_format"),
+			Facility:              p.str("syslog_facility"),
+			TLSCA:                 p.str("syslog_tls_ca"),
+			TLSInsecureSkipVerify: !p.boolean("syslog_tls_verify"),
+		},
+		Webhook: export.WebhookConfig{
+			URL:       p.str("webhook_url"),
+			QueueSize: int(p.integer("webhook_queue_size", 1, export.MaxQueueSize)),
+			Secret:    p.str("webhook_secret"),
+		},
+	}
+	c.SetDefaults()
+	return c
 }
 
 // verifiedApprover reads SVC_REQUIRE_VERIFIED_APPROVER: only an explicit
@@ -181,8 +209,10 @@ func (p *parser) check(c Config) {
 			p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", c.OPAURL)
 		}
 	}
-	if err := c.Gate.Validate(); err != nil && p.err == nil {
-		p.err = err
+	for _, err := range []error{c.Gate.Validate(), c.Export.Validate()} {
+		if err != nil && p.err == nil {
+			p.err = err
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -57,6 +57,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newVersionCommand(),
 		newDecideCommand(),
 		newHoldsCommand(),
+		newFreezeCommand(),
 	)
 	return root
 }

@@ -61,7 +61,7 @@ func (s *Server) holdsAuth(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		tok := bearer(r)
-		if equalToken(tok, s.cfg.AuthToken) || (tok != "" && s.resolver != nil && s.resolver.Knows(tok)) {
+		if equalToken(tok, s.cfg.AuthToken) || s.knownResolver(tok) {
 			next(w, r)
 			return
 		}
@@ -83,4 +83,13 @@ func (s *Server) tokenAuth(next http.HandlerFunc) http.HandlerFunc {
 func unauthorized(w http.ResponseWriter) {
 	w.Header().Set("WWW-Authenticate", "Bearer")
 	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
+}
+
+// knownResolver reports whether tok is a resolver credential.
+func (s *Server) knownResolver(tok string) bool {
+	if tok == "" || s.resolver == nil {
+		return false
+	}
+	_, ok := s.resolver.Identify(tok)
+	return ok
 }

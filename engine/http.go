@@ -32,6 +32,7 @@ type Server struct {
 	holds    Holds
 	resolver Resolver
 	gate     Gatekeeper              // nil when introspection is off
+	kill     *KillSwitch             // nil: no freeze routes
 	health   func() map[string]any   // extra /healthz fields, may be nil
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
 	log      zerolog.Logger
@@ -43,6 +44,7 @@ type ServerDeps struct {
 	Holds      Holds
 	Resolver   Resolver
 	Gatekeeper Gatekeeper
+	KillSwitch *KillSwitch
 	Health     func() map[string]any
 	Routes     map[string]http.Handler
 	Logger     zerolog.Logger
@@ -51,7 +53,7 @@ type ServerDeps struct {
 // NewServer returns the engine's HTTP server.
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
-		gate: deps.Gatekeeper, health: deps.Health, extra: deps.Routes, log: deps.Logger}
+		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger}
 }
 
 // Handler returns the routed handler with the common middleware.
@@ -62,6 +64,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/holds", s.holdsAuth(s.handleListHolds))
 	mux.HandleFunc("GET /v1/holds/{id}", s.holdsAuth(s.handleGetHold))
 	mux.HandleFunc("POST /v1/holds/{id}/resolve", s.holdsAuth(s.handleResolve))
+	if s.kill != nil {
+		mux.HandleFunc("GET /v1/freeze", s.holdsAuth(s.handleGetFreeze))
+		mux.HandleFunc("POST /v1/freeze", s.handleSetFreeze)
+	}
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, s.tokenAuth(h.ServeHTTP))
 	}

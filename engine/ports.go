@@ -136,7 +136,8 @@ type ResolveRequest struct {
 // transition. Errors are *Error values with codes the HTTP layer maps.
 type Resolver interface {
 	Resolve(ctx context.Context, r ResolveRequest) (Hold, error)
-	// Knows reports whether token is a configured resolver credential; such
-	// tokens are accepted as bearer credentials on the hold routes.
-	Knows(token string) bool
+	// Identify returns the principal a resolver credential stands for; such
+	// tokens are accepted as bearer credentials on the hold and freeze
+	// routes. ok is false for an unknown token or an unreadable token set.
+	Identify(token string) (p Principal, ok bool)
 }

@@ -174,23 +174,14 @@ func (s *Service) revert(ctx context.Context, id string, res Resolution, auditEr
 		map[string]any{"hold_id": id, "reason": "audit record could not be written"}))
 }
 
-// Knows reports whether token is a configured resolver credential. When the
-// tokens cannot be read it logs why and reports false.
-func (s *Service) Knows(token string) bool {
-	ok, err := s.Verify(token)
-	if err != nil {
-		s.log.Error().Err(err).Msg("resolver credential refused")
-	}
-	return ok
-}
-
-// Verify is Knows with the reason the tokens could not be read, an
-// ErrTokensUnavailable error, for callers that answer it rather than 401.
-func (s *Service) Verify(token string) (bool, error) {
+// Identify returns the principal of a resolver credential. When the tokens
+// cannot be read it logs why and reports false: nobody is authenticated by
+// an unreadable token set.
+func (s *Service) Identify(token string) (engine.Principal, bool) {
 	toks, err := loadTokens(s.cfg.ResolverTokens)
 	if err != nil {
-		return false, tokensUnavailable(err)
+		s.log.Error().Err(tokensUnavailable(err)).Msg("resolver credential refused")
+		return engine.Principal{}, false
 	}
-	_, ok := toks.lookup(token)
-	return ok, nil
+	return toks.lookup(token)
 }

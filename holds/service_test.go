@@ -262,14 +262,14 @@ func TestTokensFileReloadedWithoutRestart(t *testing.T) {
 
 	_, err := f.svc.Resolve(ctx, approve("h1", "tok-alice"))
 	require.NoError(t, err)
-	require.True(t, f.svc.Knows("tok-alice"))
-	require.False(t, f.svc.Knows("tok-erin"))
+	require.True(t, identified(f.svc, "tok-alice"))
+	require.False(t, identified(f.svc, "tok-erin"))
 
 	require.NoError(t, os.WriteFile(path, []byte(`{"tok-erin": {"type": "human", "id": "erin"}}`), 0o600))
 	_, err = f.svc.Resolve(ctx, approve("h2", "tok-alice"))
 	requireErr(t, err, ErrNotVerified, nil)
-	require.False(t, f.svc.Knows("tok-alice"))
-	require.True(t, f.svc.Knows("tok-erin"))
+	require.False(t, identified(f.svc, "tok-alice"))
+	require.True(t, identified(f.svc, "tok-erin"))
 	h, err := f.svc.Resolve(ctx, approve("h2", "tok-erin"))
 	require.NoError(t, err)
 	require.Equal(t, "erin", h.DecidedBy.ID)
@@ -279,11 +279,7 @@ func TestTokensFileReloadedWithoutRestart(t *testing.T) {
 	_, err = f.svc.Resolve(ctx, approve("h3", "tok-erin"))
 	requireErr(t, err, ErrTokensUnavailable, nil)
 	require.NotContains(t, err.Error(), secret)
-	require.False(t, f.svc.Knows("tok-erin"), "an unreadable tokens file authenticates nobody")
-	ok, err := f.svc.Verify("tok-erin")
-	require.False(t, ok)
-	require.ErrorIs(t, err, ErrTokensUnavailable)
-	require.NotContains(t, err.Error(), secret)
+	require.False(t, identified(f.svc, "tok-erin"), "an unreadable tokens file authenticates nobody")
 
 	require.NoError(t, os.WriteFile(path, []byte(testTokens), 0o600))
 	_, err = f.svc.Resolve(ctx, approve("h3", "tok-alice"))
@@ -295,16 +291,17 @@ func TestKnows(t *testing.T) {
 	for token, want := range map[string]bool{
 		"tok-alice": true, "tok-ci": true, "": false, "tok-alic": false, "tok-alice ": false, "TOK-ALICE": false,
 	} {
-		assert.Equal(t, want, f.svc.Knows(token), "token %q", token)
+		assert.Equal(t, want, identified(f.svc, token), "token %q", token)
 	}
 	inline := DefaultConfig()
 	inline.ResolverTokens = ` {"inline-tok": {"type": "agent", "id": "x"}}`
 	g := newFixture(t, inline)
-	assert.True(t, g.svc.Knows("inline-tok"))
+	assert.True(t, identified(g.svc, "inline-tok"))
 	none := newFixture(t, DefaultConfig())
-	ok, err := none.svc.Verify("anything")
-	require.NoError(t, err)
-	assert.False(t, ok)
+	assert.False(t, identified(none.svc, "anything"))
+	p, ok := g.svc.Identify("inline-tok")
+	require.True(t, ok)
+	assert.Equal(t, engine.Principal{Type: "agent", ID: "x"}, p)
 }
 
 func TestAuditFailureRevertsResolution(t *testing.T) {
@@ -341,4 +338,9 @@ func TestNewServiceRequiresParts(t *testing.T) {
 	require.ErrorContains(t, err, "SVC_RESOLUTION_POLICY")
 	_, err = NewService(s, Config{ResolverTokens: filepath.Join(t.TempDir(), "absent.json")}, &recorder{}, &publisher{}, zerolog.Nop())
 	require.ErrorContains(t, err, "SVC_RESOLVER_TOKENS")
+}
+
+func identified(s *Service, token string) bool {
+	_, ok := s.Identify(token)
+	return ok
 }

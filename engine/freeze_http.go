@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+)
+
+func (s *Server) handleGetFreeze(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.kill.Query())
+}
+
+type freezeBody struct {
+	Frozen *bool  `json:"frozen"`
+	Reason string `json:"reason"`
+}
+
+// handleSetFreeze flips or clears the freeze. It always needs a credential:
+// SVC_AUTH_TOKEN or the token of a human resolver.
+func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
+	by, err := s.freezeActor(bearer(r))
+	if err != nil {
+		if ErrorCode(err) == EUNAUTHORIZED {
+			unauthorized(w)
+			return
+		}
+		writeError(w, err)
+		return
+	}
+	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large"})
+		return
+	}
+	var body freezeBody
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
+			"reason": "body must be a JSON object {frozen, reason}"})
+		return
+	}
+	if body.Frozen == nil {
+		writeError(w, invalidParam("frozen", "is required and must be a boolean"))
+		return
+	}
+	view, err := s.kill.Set(r.Context(), *body.Frozen, Clean(body.Reason), by)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, view)
+}
+
+// freezeActor names who flips the switch: the operator token, or a human
+// resolver's principal.
+func (s *Server) freezeActor(tok string) (string, error) {
+	if equalToken(tok, s.cfg.AuthToken) {
+		return "token:SVC_AUTH_TOKEN", nil
+	}
+	if tok == "" || s.resolver == nil {
+		return "", Errorf(EUNAUTHORIZED, "a token is required")
+	}
+	p, ok := s.resolver.Identify(tok)
+	if !ok {
+		return "", Errorf(EUNAUTHORIZED, "unknown token")
+	}
+	if Fold(p.Type) != "human" {
+		return "", &Error{Code: EFORBIDDEN, Name: "principal_type_not_allowed",
+			Message: "only SVC_AUTH_TOKEN or a human resolver may change the freeze",
+			Fields:  map[string]any{"principal": p.String()}}
+	}
+	return p.String(), nil
+}

@@ -1,0 +1,250 @@
+package export
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// Syslog transport timing. Reconnection after a failed dial or a broken
+// connection backs off exponentially from minBackoff to maxBackoff; a
+// successful write resets it.
+const (
+	appName      = "svc"
+	dialTimeout  = 5 * time.Second
+	writeTimeout = 5 * time.Second
+	minBackoff   = 100 * time.Millisecond
+	maxBackoff   = 10 * time.Second
+	sendAttempts = 3
+	// pendingReadWait bounds reading what a collector sent us, e.g. TLS 1.3
+	// session tickets once per connection.
+	pendingReadWait = 20 * time.Millisecond
+)
+
+// syslogSink sends events as RFC 5424 messages: one per datagram over UDP,
+// octet-counted (RFC 6587 §3.4.1, RFC 5425 §4.3) over TCP and TLS.
+type syslogSink struct {
+	protocol string
+	address  string
+	format   string
+	facility int
+	hostname string
+	procID   string
+	tls      *tls.Config
+
+	conn     net.Conn
+	backoff  time.Duration
+	nextDial time.Time
+	msg      []byte
+	frame    []byte
+}
+
+func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
+	facility, err := ParseFacility(cfg.Facility)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_SYSLOG_FACILITY: %w", err)
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		hostname = "" // framed as the NILVALUE
+	}
+	s := &syslogSink{
+		protocol: cfg.Protocol,
+		address:  cfg.Address,
+		format:   cfg.Format,
+		facility: facility,
+		hostname: hostname,
+		procID:   strconv.Itoa(os.Getpid()),
+	}
+	if cfg.Protocol == ProtocolTLS {
+		if s.tls, err = tlsConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// tlsConfig trusts the system roots plus SVC_SYSLOG_TLS_CA, and verifies the
+// collector's name unless SVC_SYSLOG_TLS_VERIFY=false opted out.
+func tlsConfig(cfg SyslogConfig) (*tls.Config, error) {
+	host, _, err := net.SplitHostPort(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_SYSLOG_ADDRESS: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if cfg.TLSCA != "" {
+		pem, err := os.ReadFile(cfg.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("SVC_SYSLOG_TLS_CA: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("SVC_SYSLOG_TLS_CA: no PEM certificate in %s", cfg.TLSCA)
+		}
+	}
+	return &tls.Config{
+		ServerName:         host,
+		RootCAs:            roots,
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: cfg.TLSInsecureSkipVerify, //nolint:gosec // explicit opt-out: SVC_SYSLOG_TLS_VERIFY=false
+	}, nil
+}
+
+func (s *syslogSink) deliver(ctx context.Context, ev engine.Event) error {
+	e, err := encodeEntry(ev, s.format)
+	if err != nil {
+		return err
+	}
+	s.msg = appendMessage(s.msg[:0], header{
+		facility: s.facility,
+		severity: e.severity,
+		time:     e.time,
+		hostname: s.hostname,
+		appName:  appName,
+		procID:   s.procID,
+		msgID:    e.msgID,
+	}, e.msg)
+	if s.protocol == ProtocolUDP {
+		return s.send(ctx, s.msg)
+	}
+	s.frame = appendOctetCounted(s.frame[:0], s.msg)
+	return s.send(ctx, s.frame)
+}
+
+// send writes one frame, reconnecting (with backoff) when the stream is
+// down or breaks; a UDP datagram is tried once.
+func (s *syslogSink) send(ctx context.Context, frame []byte) error {
+	var err error
+	for range sendAttempts {
+		if s.conn == nil {
+			if err = s.connect(ctx); err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if err = s.write(ctx, frame); err == nil {
+			s.backoff = 0
+			return nil
+		}
+		if s.protocol == ProtocolUDP {
+			return err
+		}
+		s.disconnect()
+	}
+	return err
+}
+
+func (s *syslogSink) connect(ctx context.Context) error {
+	if err := sleepCtx(ctx, time.Until(s.nextDial)); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	dialer := &net.Dialer{}
+	var conn net.Conn
+	var err error
+	switch s.protocol {
+	case ProtocolTLS:
+		conn, err = (&tls.Dialer{NetDialer: dialer, Config: s.tls}).DialContext(ctx, "tcp", s.address)
+	case ProtocolTCP:
+		conn, err = dialer.DialContext(ctx, "tcp", s.address)
+	default:
+		conn, err = dialer.DialContext(ctx, "udp", s.address)
+	}
+	if err != nil {
+		s.scheduleReconnect()
+		return fmt.Errorf("connect to syslog %s over %s: %w", s.address, s.protocol, err)
+	}
+	s.conn = conn
+	return nil
+}
+
+// write sends frame on the open connection. A stream the collector has
+// closed is detected before writing, so the frame is not lost into a dead
+// socket; cancelling ctx aborts a write stuck on a collector that stopped
+// reading.
+func (s *syslogSink) write(ctx context.Context, frame []byte) error {
+	if s.protocol != ProtocolUDP && !s.alive() {
+		return errors.New("syslog collector closed the connection")
+	}
+	conn := s.conn
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		return fmt.Errorf("set syslog write deadline: %w", err)
+	}
+	if _, err := conn.Write(frame); err != nil {
+		return fmt.Errorf("write to syslog %s: %w", s.address, err)
+	}
+	return nil
+}
+
+// peerState is what a stream's receive side shows before a write.
+type peerState int
+
+const (
+	peerQuiet peerState = iota // nothing to read: the usual, healthy state
+	peerData                   // the collector sent something
+	peerGone                   // end of stream or a socket error
+)
+
+// alive reports whether the open stream can take a write. A collector never
+// sends application data, so end-of-stream means it closed the connection;
+// pending bytes (TLS session tickets, a close_notify alert) are consumed to
+// find out which.
+func (s *syslogSink) alive() bool {
+	raw := s.conn
+	if tc, ok := raw.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	switch peek(raw) {
+	case peerGone:
+		return false
+	case peerData:
+		return s.consumePending()
+	}
+	return true
+}
+
+func (s *syslogSink) consumePending() bool {
+	if err := s.conn.SetReadDeadline(time.Now().Add(pendingReadWait)); err != nil {
+		return false
+	}
+	defer func() { _ = s.conn.SetReadDeadline(time.Time{}) }()
+	var buf [512]byte
+	_, err := s.conn.Read(buf[:])
+	var ne net.Error
+	return err == nil || (errors.As(err, &ne) && ne.Timeout())
+}
+
+func (s *syslogSink) disconnect() {
+	if s.conn != nil {
+		_ = s.conn.Close()
+		s.conn = nil
+	}
+	s.scheduleReconnect()
+}
+
+func (s *syslogSink) scheduleReconnect() {
+	s.backoff = min(max(2*s.backoff, minBackoff), maxBackoff)
+	s.nextDial = time.Now().Add(s.backoff)
+}
+
+func (s *syslogSink) close() {
+	if s.conn != nil {
+		_ = s.conn.Close()
+		s.conn = nil
+	}
+}
