@@ -1,0 +1,85 @@
+package cmd_test
+
+import (
+	"crypto/tls"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigFileAndFlagPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "svc.yaml")
+	fileAudit := filepath.Join(dir, "from-file.jsonl")
+	flagAudit := filepath.Join(dir, "from-flag.jsonl")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("freeze: true\naudit_log: "+fileAudit+"\nmax_body_bytes: 2048\n"), 0o600))
+	env := baseEnv(t)
+	delete(env, "SVC_AUDIT_LOG")
+	env["SVC_MAX_BODY_BYTES"] = "4096" // env beats the file
+	p, err := launch(env, "--config", cfgFile, "--audit-log", flagAudit)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.stop(t) })
+	<-p.ready()
+	require.NotEmpty(t, p.URL, p.Logs())
+
+	r := p.decide(t, envelope(map[string]any{"action.verb": "delete"}))
+	assert.Equal(t, "svc.policy/frozen", r.str("rule"), "the file sets freeze")
+	r = p.decide(t, envelope(map[string]any{"params.blob": strings.Repeat("x", 2500)}))
+	assert.NotEqual(t, 413, r.Status, "SVC_MAX_BODY_BYTES=4096 from the environment beats the file's 2048")
+	p.stop(t)
+	assert.NotEmpty(t, auditLines(t, flagAudit), "--audit-log beats the file")
+	_, err = os.Stat(fileAudit)
+	assert.True(t, os.IsNotExist(err))
+
+	code, out := runFailingArgs(t, env, "--config", filepath.Join(dir, "missing.yaml"))
+	assert.Equal(t, 2, code)
+	assert.Contains(t, out, "missing.yaml")
+}
+
+func runFailingArgs(t *testing.T, env map[string]string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(svcBin, append([]string{"serve"}, args...)...)
+	cmd.Env = environ(env)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "svc serve should have refused to start:\n%s", out)
+	return ee.ExitCode(), string(out)
+}
+
+func TestClientVerifiesTLS(t *testing.T) {
+	p := startEngine(t, baseEnv(t))
+	target, err := url.Parse(p.URL)
+	require.NoError(t, err)
+	proxy := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
+	proxy.TLS = &tls.Config{Certificates: []tls.Certificate{newTestCA(t).serverCert(t)}}
+	proxy.StartTLS()
+	t.Cleanup(proxy.Close)
+	run := func(verify string) (int, string) {
+		cmd := exec.Command(svcBin, "holds", "list")
+		env := map[string]string{"SVC_CORE_URL": proxy.URL}
+		if verify != "" {
+			env["SVC_VERIFY_SSL"] = verify
+		}
+		cmd.Env = environ(env)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		}
+		require.NoError(t, err)
+		return 0, string(out)
+	}
+	code, out := run("")
+	assert.Equal(t, 1, code, "certificates are verified by default")
+	assert.Contains(t, out, "certificate")
+	code, out = run("false")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "(no holds)")
+}
