@@ -3,16 +3,72 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"net/url"
 
 	"github.com/svc-dev/svc/engine"
 )
 
 // newEvaluator builds the policy evaluator of the configured mode and checks
-// at start-up that it runs and that the policy compiles and decides.
+// at start-up that it runs and that the policy compiles and decides:
+//   - SVC_OPA_URL set: an OPA server svc does not manage, queried over REST;
+//     it must answer and have package svc.policy loaded at start-up, and
+//     while it is away later every decision is denied;
+//   - SVC_OPA_MODE=server: an `opa run --server` svc starts and supervises;
+//   - SVC_OPA_MODE=eval (default): one `opa eval` per decision.
 func (a *app) newEvaluator(ctx context.Context, policyDir string) (engine.Evaluator, error) {
+	switch {
+	case a.cfg.OPAURL != "":
+		return a.externalEvaluator(ctx)
+	case a.cfg.OPAMode == "server":
+		return a.managedEvaluator(ctx, policyDir)
+	}
 	eval := engine.NewEvalEvaluator(a.cfg.OPABin, policyDir, a.cfg.OPATimeout)
 	if err := eval.Check(ctx); err != nil {
 		return nil, fmt.Errorf("policy engine check failed (SVC_OPA_BIN=%s, policy %s): %w", a.cfg.OPABin, policyDir, err)
 	}
+	a.log.Info().Str("opa_mode", "eval").Str("policy_dir", policyDir).Msg("policy engine ready")
 	return eval, nil
+}
+
+// externalEvaluator queries the OPA server at SVC_OPA_URL.
+func (a *app) externalEvaluator(ctx context.Context) (engine.Evaluator, error) {
+	where := redactURL(a.cfg.OPAURL)
+	eval, err := engine.NewRESTEvaluator(a.cfg.OPAURL, a.cfg.OPATimeout)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_OPA_URL=%s: %w", where, err)
+	}
+	a.closers = append(a.closers, eval.Close)
+	if err := eval.Check(ctx); err != nil {
+		return nil, fmt.Errorf("policy engine check failed (SVC_OPA_URL=%s): %w", where, err)
+	}
+	a.log.Info().Str("opa_mode", "external").Str("opa_url", where).Msg("policy engine ready")
+	return eval, nil
+}
+
+// managedEvaluator starts and supervises `opa run --server` on policyDir,
+// watching it for changes when it is the operator's SVC_POLICY_DIR.
+func (a *app) managedEvaluator(ctx context.Context, policyDir string) (engine.Evaluator, error) {
+	srv, err := engine.StartOPAServer(engine.OPAServerConfig{
+		Bin: a.cfg.OPABin, PolicyDir: policyDir, Watch: a.cfg.PolicyDir != "",
+		Timeout: a.cfg.OPATimeout, Logger: a.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("SVC_OPA_MODE=server: %w", err)
+	}
+	a.closers = append(a.closers, srv.Close)
+	if err := srv.Check(ctx); err != nil {
+		return nil, fmt.Errorf("policy engine check failed (SVC_OPA_MODE=server, SVC_OPA_BIN=%s, policy %s): %w",
+			a.cfg.OPABin, policyDir, err)
+	}
+	a.log.Info().Str("opa_mode", "server").Str("policy_dir", policyDir).Msg("policy engine ready")
+	return srv, nil
+}
+
+// redactURL hides a password in u, for messages.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	return p.Redacted()
 }

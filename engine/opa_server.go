@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+const (
+	// opaRestartMin and opaRestartMax bound the backoff between restarts of
+	// a supervised server that keeps dying.
+	opaRestartMin = 100 * time.Millisecond
+	opaRestartMax = 5 * time.Second
+	// opaStableAfter is how long a server must have served for its death
+	// to reset the backoff.
+	opaStableAfter = 10 * time.Second
+	// opaReadyTimeout bounds how long a starting server may take to answer
+	// GET /health before it is killed and started again.
+	opaReadyTimeout = 30 * time.Second
+	// opaReadyPoll is the interval of the readiness probes.
+	opaReadyPoll = 10 * time.Millisecond
+	// opaMaxSocketPath is the longest unix socket path Linux accepts.
+	opaMaxSocketPath = 107
+)
+
+// errOPADown is the answer of a supervised server that is not running.
+var errOPADown = errors.New("opa server is not running; decisions are denied until it is restarted")
+
+// OPAServerConfig configures a supervised `opa run --server`.
+type OPAServerConfig struct {
+	Bin       string        // opa binary: a path, or a name looked up on PATH
+	PolicyDir string        // policy and data files the server loads
+	Watch     bool          // reload PolicyDir when its files change (opa run --watch)
+	Timeout   time.Duration // bound of one decision query
+	Logger    zerolog.Logger
+}
+
+// OPAServer is the Evaluator backed by an `opa run --server` that svc starts
+// and supervises: the server listens on a unix socket in a private
+// directory and runs in its own process group; when it dies, every decision
+// is denied at once until it has been restarted (with exponential backoff)
+// and answers its health check again. It is never an allow without an
+// evaluation.
+type OPAServer struct {
+	cfg  OPAServerConfig
+	dir  string // private directory holding the socket
+	sock string
+	rest *RESTEvaluator
+	up   atomic.Bool
+	pid  atomic.Int64 // of the running (or last) server process
+
+	mu      sync.Mutex
+	lastErr error         // why the last server process ended; nil once one is ready
+	changed chan struct{} // closed and replaced when the server becomes ready or ends
+
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ Evaluator = (*OPAServer)(nil)
+
+// StartOPAServer starts supervising an opa server and returns at once; use
+// Check to wait until it serves. The server lives until Close, not until a
+// context ends, so that decisions in flight during a graceful shutdown are
+// still evaluated.
+func StartOPAServer(cfg OPAServerConfig) (*OPAServer, error) {
+	dir, err := os.MkdirTemp("", "svc-opa-")
+	if err != nil {
+		return nil, fmt.Errorf("create opa server directory: %w", err)
+	}
+	sock := filepath.Join(dir, "opa.sock")
+	if len(sock) > opaMaxSocketPath {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("opa server socket path %s is longer than %d bytes: set TMPDIR to a shorter directory", sock, opaMaxSocketPath)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &OPAServer{
+		cfg: cfg, dir: dir, sock: sock,
+		rest:    newUnixRESTEvaluator(sock, cfg.Timeout),
+		changed: make(chan struct{}),
+		cancel:  cancel,
+		done:    make(chan struct{}),
+	}
+	go s.supervise(ctx)
+	return s, nil
+}
+
+// Evaluate asks the running server for data.svc.policy.decision on input; it
+// fails at once while the server is down.
+func (s *OPAServer) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+	if !s.up.Load() {
+		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, errOPADown)
+	}
+	return s.rest.Evaluate(ctx, input)
+}
+
+// Check is the start-up probe: the server starts and answers within
+// opaReadyTimeout (an opa that exits first, e.g. on a policy that does not
+// compile, fails the check with what it printed), and the policy yields a
+// valid verdict for a small sample input.
+func (s *OPAServer) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, opaReadyTimeout)
+	defer cancel()
+	for !s.up.Load() {
+		s.mu.Lock()
+		err, changed := s.lastErr, s.changed
+		s.mu.Unlock()
+		if s.up.Load() {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("opa server did not become ready: %w", ctx.Err())
+		}
+	}
+	if err := probe(ctx, s); err != nil {
+		return fmt.Errorf("policy in %s does not compile or yields no decision: %w", s.cfg.PolicyDir, err)
+	}
+	return nil
+}
+
+// Close stops supervising, kills the server's process group, waits for it
+// and removes its socket directory. It is idempotent.
+func (s *OPAServer) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		<-s.done
+		_ = s.rest.Close()
+		if err := os.RemoveAll(s.dir); err != nil {
+			s.closeErr = fmt.Errorf("remove opa server directory: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// supervise runs the server until ctx ends, restarting it with backoff.
+func (s *OPAServer) supervise(ctx context.Context) {
+	defer close(s.done)
+	backoff := opaRestartMin
+	for {
+		started := time.Now()
+		served, err := s.runOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if served && time.Since(started) >= opaStableAfter {
+			backoff = opaRestartMin
+		}
+		s.cfg.Logger.Error().Err(err).Dur("restart_in", backoff).
+			Msg("opa server down: decisions are denied until it is back")
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, opaRestartMax)
+	}
+}
+
+// runOnce starts one server process, marks it ready once it answers, and
+// waits for it to end (killing it when ctx ends or it never becomes ready).
+// It reports whether the process served and why it ended.
+func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
+	_ = os.Remove(s.sock) // left behind by a killed predecessor
+	out := &opaServerOutput{log: s.cfg.Logger, tail: opaOutputTail}
+	cmd := exec.Command(s.cfg.Bin, s.args()...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = opaServerProcAttr()
+	cmd.WaitDelay = opaWaitDelay
+	if err := cmd.Start(); err != nil {
+		err = fmt.Errorf("start opa server %q: %w", s.cfg.Bin, err)
+		s.ended(err)
+		return false, err
+	}
+	pid := cmd.Process.Pid
+	s.pid.Store(int64(pid))
+	s.cfg.Logger.Info().Int("pid", pid).Str("socket", s.sock).Msg("opa server started")
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	if s.awaitReady(ctx, exited) {
+		served = true
+		s.ready(pid)
+		select {
+		case <-exited:
+		case <-ctx.Done():
+		}
+	}
+	killed := false
+	select {
+	case <-exited:
+	default:
+		killed = true
+		_ = killProcessGroup(pid)
+		<-exited
+	}
+	switch {
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case killed:
+		err = fmt.Errorf("opa server (pid %d) did not answer its health check within %s", pid, opaReadyTimeout)
+	default:
+		err = fmt.Errorf("opa server (pid %d) exited: %v: %s", pid, waitErr, out.snippet())
+	}
+	s.ended(err)
+	return served, err
+}
+
+// args are the opa command line: the server on the private socket, offline,
+// loading the policy pack. Info logs report reloads under --watch (a pack
+// that fails to reload is reported there, and the last good one stays in
+// force); the per-request access logs go to debug, which is not printed.
+func (s *OPAServer) args() []string {
+	args := []string{"run", "--server", "--addr", "unix://" + s.sock, "--unix-socket-perm", "600",
+		"--log-level", "info", "--log-level-request", "debug", "--skip-version-check"}
+	if s.cfg.Watch {
+		args = append(args, "--watch")
+	}
+	return append(args, s.cfg.PolicyDir)
+}
+
+// awaitReady polls GET /health until the server answers, it exits, ctx ends
+// or opaReadyTimeout passes.
+func (s *OPAServer) awaitReady(ctx context.Context, exited <-chan struct{}) bool {
+	deadline := time.NewTimer(opaReadyTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(opaReadyPoll)
+	defer tick.Stop()
+	for {
+		if s.rest.healthy(ctx) {
+			return true
+		}
+		select {
+		case <-exited:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// ready marks the server up and wakes Check.
+func (s *OPAServer) ready(pid int) {
+	s.up.Store(true)
+	s.notify(nil)
+	s.cfg.Logger.Info().Int("pid", pid).Msg("opa server ready")
+}
+
+// ended marks the server down, so that decisions fail at once, and drops
+// the connections to the dead process.
+func (s *OPAServer) ended(err error) {
+	s.up.Store(false)
+	s.rest.client.CloseIdleConnections()
+	s.notify(err)
+}
+
+func (s *OPAServer) notify(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+	close(s.changed)
+	s.changed = make(chan struct{})
+}

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/rego"
+)
+
+// brokenThresholdsPack is the bundled pack with a budget threshold missing.
+func brokenThresholdsPack(t *testing.T) string {
+	t.Helper()
+	dir := bundledPack(t)
+	data := `{"svc": {"thresholds": {"deletes": 20, "objects": 200}}}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.json"), []byte(data), 0o600))
+	return dir
+}
+
+// policyRules are the rule identifiers policy.rego can return.
+func policyRules(t *testing.T) map[string]bool {
+	t.Helper()
+	src, err := fs.ReadFile(rego.Files(), "policy.rego")
+	require.NoError(t, err)
+	rules := map[string]bool{}
+	for _, r := range regexp.MustCompile(`"(svc\.policy/[a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+		rules[r[1]] = true
+	}
+	require.Len(t, rules, 9, "policy.rego changed: extend the parity table")
+	return rules
+}
+
+// parityCase is one policy input and the rule it must hit.
+type parityCase struct {
+	name  string
+	input json.RawMessage
+	rule  string
+}
+
+func parityCases() []parityCase {
+	act := withAction
+	cases := []struct {
+		name string
+		edit func(*PolicyInput)
+		rule string
+	}{
+		{"default allow", nil, "svc.policy/default_allow"},
+		{"read internal", act("read", "production", "reversible", "single", "internal", 1), "svc.policy/read_only_internal"},
+		{"read outbound", act("read", "dev", "reversible", "single", "outbound", 1), "svc.policy/default_allow"},
+		{"frozen delete", withPrior(0, 0, 0, true, act("delete", "dev", "reversible", "single", "internal", 1)), RuleFrozen},
+		{"frozen emit", withPrior(0, 0, 0, true, act("emit", "production", "reversible", "single", "outbound", 1)), RuleFrozen},
+		{"frozen read", withPrior(0, 0, 0, true, act("read", "dev", "reversible", "single", "internal", 1)), "svc.policy/read_only_internal"},
+		{"frozen beats systemic", withPrior(0, 0, 0, true, act("delete", "production", "irreversible", "systemic", "internal", 1)), RuleFrozen},
+		{"frozen read budget", withPrior(0, 0, 199, true, act("read", "dev", "reversible", "single", "internal", 2)), "svc.policy/cumulative_budget"},
+		{"systemic prod", act("delete", "production", "irreversible", "systemic", "internal", 1), "svc.policy/irreversible_systemic_prod"},
+		{"broad prod", act("delete", "production", "irreversible", "broad", "internal", 1), "svc.policy/irreversible_broad_prod"},
+		{"broad staging", act("delete", "staging", "irreversible", "broad", "internal", 1), "svc.policy/default_allow"},
+		{"broad prod beats budget", withPrior(18, 0, 0, false, act("delete", "production", "irreversible", "broad", "internal", 5)), "svc.policy/irreversible_broad_prod"},
+		{"deletes at limit", withPrior(15, 0, 0, false, act("delete", "dev", "reversible", "single", "internal", 5)), "svc.policy/default_allow"},
+		{"deletes over limit", withPrior(16, 0, 0, false, act("delete", "dev", "reversible", "single", "internal", 5)), "svc.policy/session_delete_budget"},
+		{"one huge delete", act("delete", "dev", "reversible", "single", "internal", 21), "svc.policy/session_delete_budget"},
+		{"deletes spent, update", withPrior(20, 0, 0, false, act("update", "dev", "reversible", "single", "internal", 5)), "svc.policy/default_allow"},
+		{"sends at limit", withPrior(0, 40, 0, false, act("emit", "dev", "reversible", "single", "outbound", 10)), "svc.policy/default_allow"},
+		{"sends over limit", withPrior(0, 41, 0, false, act("emit", "dev", "reversible", "single", "outbound", 10)), "svc.policy/cumulative_budget"},
+		{"objects at limit", withPrior(0, 0, 190, false, act("update", "dev", "reversible", "single", "internal", 10)), "svc.policy/default_allow"},
+		{"objects over limit", withPrior(0, 0, 191, false, act("update", "dev", "reversible", "single", "internal", 10)), "svc.policy/cumulative_budget"},
+		{"delete budget first", withPrior(0, 50, 200, false, act("delete", "dev", "reversible", "single", "outbound", 30)), "svc.policy/session_delete_budget"},
+		{"non-canonical verb", act("drop", "dev", "reversible", "single", "internal", 1), "svc.policy/invalid_input"},
+		{"negative count", act("delete", "dev", "reversible", "single", "internal", -1), "svc.policy/invalid_input"},
+		{"non-canonical env", act("delete", "prod", "reversible", "single", "internal", 1), "svc.policy/invalid_input"},
+	}
+	out := make([]parityCase, 0, len(cases)+1)
+	for _, c := range cases {
+		out = append(out, parityCase{c.name, opaInput(c.edit), c.rule})
+	}
+	return append(out, parityCase{"empty input", json.RawMessage(`{}`), "svc.policy/invalid_input"})
+}
+
+// TestServerModesMatchEval drives every rule of the bundled pack (and a pack
+// with broken thresholds) through opa eval, the supervised server and an
+// external server: same input, same verdict, reason included.
+func TestServerModesMatchEval(t *testing.T) {
+	opa := opaTestBin(t)
+	rules := policyRules(t)
+	seen := map[string]bool{}
+	var mu sync.Mutex
+	packs := []struct {
+		name string
+		dir  string
+		rule func(parityCase) string
+	}{
+		{"bundled", bundledPack(t), func(c parityCase) string { return c.rule }},
+		{"broken thresholds", brokenThresholdsPack(t), func(c parityCase) string {
+			if c.rule == "svc.policy/invalid_input" {
+				return c.rule
+			}
+			return "svc.policy/invalid_thresholds"
+		}},
+	}
+	for _, pack := range packs {
+		t.Run(pack.name, func(t *testing.T) {
+			external, _ := startExternalOPA(t, pack.dir)
+			rest, err := NewRESTEvaluator(external, 10*time.Second)
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, rest.Close()) })
+			server := startOPAServer(t, opa, pack.dir)
+			waitUp(t, server)
+			evaluators := map[string]Evaluator{"server": server, "external": rest}
+			eval := NewEvalEvaluator(opa, pack.dir, 10*time.Second)
+			for _, c := range parityCases() {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					want, err := eval.Evaluate(t.Context(), c.input)
+					require.NoError(t, err)
+					assert.Equal(t, pack.rule(c), want.Rule)
+					for name, ev := range evaluators {
+						got, err := ev.Evaluate(t.Context(), c.input)
+						require.NoError(t, err, name)
+						assert.Equal(t, want, got, name)
+					}
+					mu.Lock()
+					seen[want.Rule] = true
+					mu.Unlock()
+				})
+			}
+		})
+	}
+	assert.Equal(t, rules, seen, "the parity table must hit every rule of policy.rego")
+}

@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+const (
+	// opaDecisionPath is opaQuery as a path of OPA's REST data API.
+	opaDecisionPath = "/v1/data/svc/policy/decision"
+	// opaIdleConns is how many keep-alive connections to an OPA server stay
+	// open between decisions, sized to the engine's concurrency.
+	opaIdleConns = 64
+	// opaProbeTimeout bounds one readiness probe of a starting server.
+	opaProbeTimeout = time.Second
+)
+
+// errPolicyUndefined is the answer of a server on which
+// data.svc.policy.decision is not defined, typically because the svc.policy
+// package is not loaded.
+var errPolicyUndefined = errors.New("policy decision is undefined")
+
+// RESTEvaluator is the Evaluator that queries a running OPA server through
+// its REST data API (POST /v1/data/svc/policy/decision) over keep-alive
+// connections. Each query is bounded by a timeout; built-in errors are fatal
+// (strict-builtin-errors), as with `opa eval --strict-builtin-errors`.
+type RESTEvaluator struct {
+	endpoint string // the decision document, with its query parameters
+	health   string // GET /health
+	timeout  time.Duration
+	client   *http.Client
+}
+
+var _ Evaluator = (*RESTEvaluator)(nil)
+
+// NewRESTEvaluator returns an evaluator querying the OPA server at baseURL
+// (http or https, optionally with a path prefix), each query bounded by
+// timeout. Proxy settings of the environment are ignored: the policy server
+// is reached directly or not at all.
+func NewRESTEvaluator(baseURL string, timeout time.Duration) (*RESTEvaluator, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("opa server address %q is not an http(s) URL", baseURL)
+	}
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	return newRESTEvaluator(u, d.DialContext, timeout), nil
+}
+
+// newUnixRESTEvaluator queries an OPA server listening on the unix socket
+// sock.
+func newUnixRESTEvaluator(sock string, timeout time.Duration) *RESTEvaluator {
+	d := &net.Dialer{Timeout: timeout}
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", sock)
+	}
+	return newRESTEvaluator(&url.URL{Scheme: "http", Host: "opa"}, dial, timeout)
+}
+
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+func newRESTEvaluator(base *url.URL, dial dialFunc, timeout time.Duration) *RESTEvaluator {
+	transport := &http.Transport{
+		DialContext:         dial,
+		MaxIdleConns:        opaIdleConns,
+		MaxIdleConnsPerHost: opaIdleConns,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: timeout,
+		DisableCompression:  true,
+	}
+	endpoint := *base
+	endpoint.Path = strings.TrimSuffix(base.Path, "/") + opaDecisionPath
+	endpoint.RawPath = ""
+	endpoint.RawQuery = "strict-builtin-errors=true"
+	health := endpoint
+	health.Path = strings.TrimSuffix(base.Path, "/") + "/health"
+	health.RawQuery = ""
+	return &RESTEvaluator{
+		endpoint: endpoint.String(),
+		health:   health.String(),
+		timeout:  timeout,
+		client: &http.Client{
+			Transport: transport,
+			// A redirect is not a verdict: report it rather than follow it.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+}
+
+// Evaluate asks the server for data.svc.policy.decision on input. It returns
+// a nil error only with a valid verdict; an unreachable or slow server, a
+// non-200 answer, an undefined decision or a malformed one is an error, which
+// the engine turns into deny.
+func (e *RESTEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+	raw, err := e.query(ctx, input)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
+	}
+	v, err := parseRESTVerdict(raw)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
+	}
+	return v, nil
+}
+
+// query posts input to the decision document and returns the 200 answer.
+func (e *RESTEvaluator) query(ctx context.Context, input json.RawMessage) ([]byte, error) {
+	body, err := json.Marshal(struct {
+		Input json.RawMessage `json:"input"`
+	}{input})
+	if err != nil {
+		return nil, fmt.Errorf("encode policy input: %w", err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(qctx, http.MethodPost, e.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build opa server request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// The query is a pure evaluation, so the transport may retry it on a
+	// fresh connection when the server closed an idle one under it; an
+	// empty value marks it idempotent without sending the header.
+	req.Header["Idempotency-Key"] = nil
+	resp, err := e.client.Do(req)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("opa server query canceled: %w", ctx.Err())
+	case qctx.Err() != nil:
+		return nil, fmt.Errorf("opa server did not answer within %s: %w", e.timeout, qctx.Err())
+	default:
+		return nil, fmt.Errorf("query opa server: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, opaMaxOutput+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read opa server answer: %w", err)
+	case len(raw) > opaMaxOutput:
+		return nil, fmt.Errorf("opa server answer exceeds %d bytes", opaMaxOutput)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("opa server answered %s: %s", resp.Status, opaSnippet(raw))
+	}
+	return raw, nil
+}
+
+// healthy reports whether the server answers GET /health with 200.
+func (e *RESTEvaluator) healthy(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(e.timeout, opaProbeTimeout))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.health, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, opaMaxSnippet))
+	return resp.StatusCode == http.StatusOK
+}
+
+// Check is the start-up probe of a server svc does not manage: it answers,
+// has the svc.policy package loaded, and decides a sample input.
+func (e *RESTEvaluator) Check(ctx context.Context) error {
+	return probe(ctx, e)
+}
+
+// Close drops the idle connections to the server.
+func (e *RESTEvaluator) Close() error {
+	e.client.CloseIdleConnections()
+	return nil
+}
+
+// probe evaluates the sample input, naming the likely cause of an undefined
+// decision.
+func probe(ctx context.Context, ev Evaluator) error {
+	input, err := json.Marshal(probeInput())
+	if err != nil {
+		return fmt.Errorf("encode probe input: %w", err)
+	}
+	if _, err := ev.Evaluate(ctx, input); err != nil {
+		if errors.Is(err, errPolicyUndefined) {
+			return fmt.Errorf("the opa server does not define %s (is package svc.policy loaded?): %w", opaQuery, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// parseRESTVerdict extracts the one valid verdict from a data API answer,
+// {"result": <decision>}; an answer without a result is undefined.
+func parseRESTVerdict(raw []byte) (Verdict, error) {
+	var doc struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return Verdict{}, fmt.Errorf("parse opa server answer %q: %w", opaSnippet(raw), err)
+	}
+	if len(doc.Result) == 0 {
+		return Verdict{}, errPolicyUndefined
+	}
+	return verdictOf(doc.Result)
+}
+
+// verdictOf decodes a decision document and checks it is a valid verdict.
+func verdictOf(value json.RawMessage) (Verdict, error) {
+	var fields struct {
+		Decision, Rule, Reason *string
+	}
+	if err := json.Unmarshal(value, &fields); err != nil {
+		return Verdict{}, fmt.Errorf("policy decision %q is not an object of strings: %w", opaSnippet(value), err)
+	}
+	if fields.Decision == nil || fields.Rule == nil || fields.Reason == nil {
+		return Verdict{}, fmt.Errorf("policy decision %q lacks decision, rule or reason", opaSnippet(value))
+	}
+	v := Verdict{Decision: *fields.Decision, Rule: *fields.Rule, Reason: *fields.Reason}
+	if !v.Valid() {
+		return Verdict{}, fmt.Errorf("policy verdict is invalid: decision %q, rule %q", v.Decision, v.Rule)
+	}
+	return v, nil
+}

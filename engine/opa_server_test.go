@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// startOPAServer supervises a real opa server on dir for one test.
+func startOPAServer(t testing.TB, bin, dir string) *OPAServer {
+	t.Helper()
+	s, err := StartOPAServer(OPAServerConfig{Bin: bin, PolicyDir: dir, Timeout: 10 * time.Second, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	return s
+}
+
+// waitUp waits until the supervised server answers its health check,
+// without probing the policy.
+func waitUp(t testing.TB, s *OPAServer) {
+	t.Helper()
+	require.Eventually(t, s.up.Load, 20*time.Second, 5*time.Millisecond, "opa server did not become ready")
+}
+
+// startExternalOPA runs `opa run --server` on loopback TCP for one test, as
+// an operator would run the server svc does not manage, and returns its URL
+// and process.
+func startExternalOPA(t *testing.T, dir string) (string, *exec.Cmd) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cmd := exec.Command(opaTestBin(t), "run", "--server", "--addr", addr,
+		"--log-level", "error", "--skip-version-check", dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = killProcessGroup(cmd.Process.Pid)
+		_ = cmd.Wait()
+	})
+	url := "http://" + addr
+	probe := newRESTEvaluator(mustParseURL(t, url), (&net.Dialer{}).DialContext, time.Second)
+	defer probe.Close()
+	require.Eventually(t, func() bool { return probe.healthy(context.Background()) }, 20*time.Second, 10*time.Millisecond)
+	return url, cmd
+}
+
+func TestOPAServerRestartsAfterKill(t *testing.T) {
+	s := startOPAServer(t, opaTestBin(t), bundledPack(t))
+	require.NoError(t, s.Check(t.Context()))
+	first := int(s.pid.Load())
+
+	require.NoError(t, syscall.Kill(first, syscall.SIGKILL))
+	got, err := s.Evaluate(t.Context(), opaInput(nil))
+	require.Error(t, err, "a killed server never yields a verdict")
+	assert.Equal(t, Verdict{}, got)
+	require.Eventually(t, func() bool { return !s.up.Load() }, 5*time.Second, time.Millisecond)
+	_, err = s.Evaluate(t.Context(), opaInput(nil))
+	require.ErrorIs(t, err, errOPADown, "while down, decisions fail at once")
+
+	waitUp(t, s)
+	got, err = s.Evaluate(t.Context(), opaInput(nil))
+	require.NoError(t, err)
+	assert.Equal(t, "svc.policy/default_allow", got.Rule)
+	assert.NotEqual(t, first, int(s.pid.Load()), "a new process serves")
+	assert.True(t, processGone(first))
+}
+
+func TestOPAServerCheck(t *testing.T) {
+	opa := opaTestBin(t)
+	pack := bundledPack(t)
+	tests := []struct {
+		name string
+		bin  string
+		dir  string
+		want string // "" means Check passes
+	}{
+		{"real opa and bundled pack", opa, pack, ""},
+		{"missing binary", fakeOPA(t, "no-such-opa"), pack, "start opa server"},
+		{"failing binary", fakeOPA(t, "fail.sh"), pack, "exited: exit status 3: rego_parse_error"},
+		{"broken policy", opa, writePolicy(t, "package svc.policy\n\ndecision := if {\n"), "rego_parse_error"},
+		{"missing policy dir", opa, filepath.Join(t.TempDir(), "nope"), "no such file or directory"},
+		{"policy without decision", opa, writePolicy(t, "package svc.policy\n\nother := 1\n"), "is package svc.policy loaded"},
+		{"empty policy dir", opa, t.TempDir(), "is package svc.policy loaded"},
+		{"decision not an object", opa, writePolicy(t, "package svc.policy\n\ndecision := \"allow\"\n"), "not an object of strings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := startOPAServer(t, tt.bin, tt.dir).Check(t.Context())
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// TestOPAServerNeverReady: an opa that never answers fails Check at the
+// caller's deadline, and Close kills its whole process group.
+func TestOPAServerNeverReady(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	t.Setenv("FAKEOPA_PIDFILE", pidFile)
+	s, err := StartOPAServer(OPAServerConfig{Bin: fakeOPA(t, "sleep.sh"), PolicyDir: t.TempDir(),
+		Timeout: time.Second, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err = s.Check(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "did not become ready")
+	_, err = s.Evaluate(t.Context(), opaInput(nil))
+	require.ErrorIs(t, err, errOPADown)
+	leader := int(s.pid.Load())
+	require.NoError(t, s.Close())
+	assert.True(t, processGone(leader))
+	assertChildKilled(t, pidFile)
+}
+
+func TestOPAServerPolicyFaults(t *testing.T) {
+	tests := []struct {
+		name   string
+		module string
+		want   string
+	}{
+		{"runtime error", "package svc.policy\n\ndecision := {\"decision\": \"allow\", \"rule\": \"r\", \"reason\": sprintf(\"%d\", [1 / input.zero])}\n", "500 Internal Server Error: { \"code\": \"internal_error\""},
+		{"no decision rule", "package svc.policy\n\nother := 1\n", "policy decision is undefined"},
+		{"decision lacks reason", "package svc.policy\n\ndecision := {\"decision\": \"allow\", \"rule\": \"r\"}\n", "lacks decision, rule or reason"},
+		{"unknown decision", "package svc.policy\n\ndecision := {\"decision\": \"maybe\", \"rule\": \"r\", \"reason\": \"x\"}\n", `decision "maybe"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := startOPAServer(t, opaTestBin(t), writePolicy(t, tt.module))
+			waitUp(t, s)
+			got, err := s.Evaluate(t.Context(), json.RawMessage(`{"zero": 0}`))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Equal(t, Verdict{}, got)
+		})
+	}
+}
+
+// TestOPAServerWatch: with Watch, an edit of the policy dir reaches the
+// running server without a restart; an edit that does not compile is
+// logged and leaves the last good policy in force.
+func TestOPAServerWatch(t *testing.T) {
+	module := func(rule string) string {
+		return "package svc.policy\n\ndecision := {\"decision\": \"deny\", \"rule\": \"" + rule + "\", \"reason\": \"x\"}\n"
+	}
+	dir := writePolicy(t, module("first"))
+	logs := &opaLogBuffer{}
+	s, err := StartOPAServer(OPAServerConfig{Bin: opaTestBin(t), PolicyDir: dir, Watch: true,
+		Timeout: 10 * time.Second, Logger: zerolog.New(logs)})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Check(t.Context()))
+	pid := s.pid.Load()
+	rule := func() string {
+		v, err := s.Evaluate(t.Context(), opaInput(nil))
+		require.NoError(t, err)
+		return v.Rule
+	}
+	edit := func(src string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(src), 0o600))
+	}
+
+	edit("package svc.policy\n\ndecision := {\n")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "rego_parse_error") }, 10*time.Second,
+		10*time.Millisecond, "a failed reload is logged")
+	assert.Contains(t, logs.String(), `"level":"warn"`)
+	assert.Equal(t, "first", rule(), "the last good policy stays in force")
+
+	edit(module("second"))
+	assert.Eventually(t, func() bool { return rule() == "second" }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, pid, s.pid.Load(), "reloaded in place")
+}
+
+// opaLogBuffer is a goroutine-safe log sink.
+type opaLogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *opaLogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *opaLogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestOPAServerConcurrentDecisions shares the keep-alive pool among many
+// callers.
+func TestOPAServerConcurrentDecisions(t *testing.T) {
+	s := startOPAServer(t, opaTestBin(t), bundledPack(t))
+	require.NoError(t, s.Check(t.Context()))
+	var wg sync.WaitGroup
+	errs := make(chan error, 128)
+	for i := range 128 {
+		wg.Go(func() {
+			v, err := s.Evaluate(t.Context(), opaInput(withPrior(int64(i%25), 0, 0, false,
+				withAction("delete", "dev", "reversible", "single", "internal", 1))))
+			if err == nil && v.Decision == Allow && i%25 >= 20 {
+				err = assert.AnError
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// TestOPAServerClose: Close is idempotent, ends the process and the
+// supervisor's goroutines, removes the socket directory, and later
+// decisions fail.
+func TestOPAServerClose(t *testing.T) {
+	s, err := StartOPAServer(OPAServerConfig{Bin: opaTestBin(t), PolicyDir: bundledPack(t),
+		Timeout: 10 * time.Second, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	require.NoError(t, s.Check(t.Context()))
+	for range 50 {
+		_, err := s.Evaluate(t.Context(), opaInput(nil))
+		require.NoError(t, err)
+	}
+	pid := int(s.pid.Load())
+	require.NotEmpty(t, supervisorGoroutines(), "the leak check sees the running supervisor")
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close())
+
+	assert.True(t, processGone(pid), "opa %d survived Close", pid)
+	assert.NoDirExists(t, s.dir)
+	_, err = s.Evaluate(t.Context(), opaInput(nil))
+	require.ErrorIs(t, err, errOPADown)
+	assert.Eventually(t, func() bool { return supervisorGoroutines() == "" }, 5*time.Second, 10*time.Millisecond,
+		"goroutines left behind:\n%s", supervisorGoroutines())
+}
+
+// supervisorGoroutines returns the stacks of goroutines running the
+// supervisor, its REST client or a child's I/O.
+func supervisorGoroutines() string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var left []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "engine.(*OPAServer)") || strings.Contains(g, "engine.(*RESTEvaluator)") ||
+			strings.Contains(g, "os/exec.(*Cmd)") {
+			left = append(left, g)
+		}
+	}
+	return strings.Join(left, "\n\n")
+}
+
+func mustParseURL(t testing.TB, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	return u
+}
