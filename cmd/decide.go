@@ -1,7 +1,7 @@
 package cmd
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,9 +47,12 @@ func runDecide(c *cobra.Command, file string) error {
 	}
 	var d engine.Decision
 	status, err := cl.do(c.Context(), "POST", "/v1/decide", body, &d)
-	if d.Decision != "" {
-		out, _ := json.MarshalIndent(d, "", "  ") // a decoded Decision always marshals
-		fmt.Fprintln(c.OutOrStdout(), string(out))
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae) && len(ae.body) > 0:
+		_ = writeIndented(c.OutOrStdout(), ae.body) // the engine's own words: error, field, reason
+	case d.Decision != "":
+		_ = writeIndented(c.OutOrStdout(), d)
 	}
 	refused := status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge
 	if err != nil && !(refused && d.Decision == engine.Deny) {

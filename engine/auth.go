@@ -52,16 +52,24 @@ func (s *Server) refuseAuth(w http.ResponseWriter, err error) {
 	writeJSON(w, statusOf(e.Code), body)
 }
 
-// holdsAuth admits SVC_AUTH_TOKEN or a resolver token when SVC_AUTH_TOKEN is
-// configured; portal-issued credentials are never accepted here.
+// holdsAuth admits SVC_AUTH_TOKEN or a resolver token when any credential
+// is configured (SVC_AUTH_TOKEN, or gate introspection, which must not leave
+// the hold routes open); portal-issued credentials are never accepted here.
 func (s *Server) holdsAuth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.AuthToken == "" {
+		if s.cfg.AuthToken == "" && s.gate == nil {
 			next(w, r)
 			return
 		}
 		tok := bearer(r)
-		if equalToken(tok, s.cfg.AuthToken) || s.knownResolver(tok) {
+		if equalToken(tok, s.cfg.AuthToken) {
+			next(w, r)
+			return
+		}
+		if _, ok, err := s.identify(tok); err != nil {
+			writeError(w, err)
+			return
+		} else if ok {
 			next(w, r)
 			return
 		}
@@ -85,11 +93,10 @@ func unauthorized(w http.ResponseWriter) {
 	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
 }
 
-// knownResolver reports whether tok is a resolver credential.
-func (s *Server) knownResolver(tok string) bool {
+// identify looks tok up among the resolver credentials.
+func (s *Server) identify(tok string) (Principal, bool, error) {
 	if tok == "" || s.resolver == nil {
-		return false
+		return Principal{}, false, nil
 	}
-	_, ok := s.resolver.Identify(tok)
-	return ok
+	return s.resolver.Identify(tok)
 }

@@ -56,10 +56,10 @@ func (s *Server) freezeActor(tok string) (string, error) {
 	if equalToken(tok, s.cfg.AuthToken) {
 		return "token:SVC_AUTH_TOKEN", nil
 	}
-	if tok == "" || s.resolver == nil {
-		return "", Errorf(EUNAUTHORIZED, "a token is required")
+	p, ok, err := s.identify(tok)
+	if err != nil {
+		return "", err
 	}
-	p, ok := s.resolver.Identify(tok)
 	if !ok {
 		return "", Errorf(EUNAUTHORIZED, "unknown token")
 	}

@@ -93,7 +93,7 @@ func notFoundHold(err error, id string) error {
 }
 
 type resolveBody struct {
-	Decision  *string    `json:"decision"`
+	Decision  *string    `json:"decision"` // nil and "" are both refused by the resolver
 	Reason    *string    `json:"reason"`
 	Principal *Principal `json:"principal"`
 }
@@ -111,12 +111,13 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 			"reason": "body must be a JSON object {decision, reason?}"})
 		return
 	}
-	if body.Decision == nil || (*body.Decision != "approve" && *body.Decision != "reject") {
-		writeError(w, invalidParam("decision", "must be approve or reject"))
-		return
+	// The resolver validates decision after looking the hold up, so an
+	// unknown hold is a 404 whatever the body says.
+	req := ResolveRequest{HoldID: r.PathValue("id"), Credential: bearer(r), Asserted: body.Principal,
+		Now: s.engine.deps.Now()}
+	if body.Decision != nil {
+		req.Decision = *body.Decision
 	}
-	req := ResolveRequest{HoldID: r.PathValue("id"), Credential: bearer(r), Decision: *body.Decision,
-		Asserted: body.Principal, Now: s.engine.deps.Now()}
 	if body.Reason != nil {
 		req.Reason = Clean(*body.Reason)
 	}

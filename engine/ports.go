@@ -138,6 +138,26 @@ type Resolver interface {
 	Resolve(ctx context.Context, r ResolveRequest) (Hold, error)
 	// Identify returns the principal a resolver credential stands for; such
 	// tokens are accepted as bearer credentials on the hold and freeze
-	// routes. ok is false for an unknown token or an unreadable token set.
-	Identify(token string) (p Principal, ok bool)
+	// routes. ok is false for an unknown token; err is set when the token
+	// set cannot be read (nobody is authenticated then).
+	Identify(token string) (p Principal, ok bool, err error)
+}
+
+// MarshalJSON renders the hold with every timestamp in FormatTime form.
+func (h Hold) MarshalJSON() ([]byte, error) {
+	type plain Hold
+	opt := func(t *time.Time) *string {
+		if t == nil {
+			return nil
+		}
+		s := FormatTime(*t)
+		return &s
+	}
+	return json.Marshal(struct {
+		plain
+		CreatedTS  string  `json:"created_ts"`
+		ExpiresTS  string  `json:"expires_ts"`
+		DecidedTS  *string `json:"decided_ts"`
+		ConsumedTS *string `json:"consumed_ts"`
+	}{plain(h), FormatTime(h.CreatedTS), FormatTime(h.ExpiresTS), opt(h.DecidedTS), opt(h.ConsumedTS)})
 }

@@ -175,13 +175,15 @@ func (s *Service) revert(ctx context.Context, id string, res Resolution, auditEr
 }
 
 // Identify returns the principal of a resolver credential. When the tokens
-// cannot be read it logs why and reports false: nobody is authenticated by
-// an unreadable token set.
-func (s *Service) Identify(token string) (engine.Principal, bool) {
+// cannot be read it returns ErrTokensUnavailable: nobody is authenticated
+// by an unreadable token set, and the caller is told why.
+func (s *Service) Identify(token string) (engine.Principal, bool, error) {
 	toks, err := loadTokens(s.cfg.ResolverTokens)
 	if err != nil {
-		s.log.Error().Err(tokensUnavailable(err)).Msg("resolver credential refused")
-		return engine.Principal{}, false
+		uerr := tokensUnavailable(err)
+		s.log.Error().Err(uerr).Msg("resolver credentials unavailable")
+		return engine.Principal{}, false, uerr
 	}
-	return toks.lookup(token)
+	p, ok := toks.lookup(token)
+	return p, ok, nil
 }

@@ -280,6 +280,9 @@ func TestTokensFileReloadedWithoutRestart(t *testing.T) {
 	requireErr(t, err, ErrTokensUnavailable, nil)
 	require.NotContains(t, err.Error(), secret)
 	require.False(t, identified(f.svc, "tok-erin"), "an unreadable tokens file authenticates nobody")
+	_, _, err = f.svc.Identify("tok-erin")
+	requireErr(t, err, ErrTokensUnavailable, nil)
+	require.NotContains(t, err.Error(), secret)
 
 	require.NoError(t, os.WriteFile(path, []byte(testTokens), 0o600))
 	_, err = f.svc.Resolve(ctx, approve("h3", "tok-alice"))
@@ -299,7 +302,8 @@ func TestKnows(t *testing.T) {
 	assert.True(t, identified(g.svc, "inline-tok"))
 	none := newFixture(t, DefaultConfig())
 	assert.False(t, identified(none.svc, "anything"))
-	p, ok := g.svc.Identify("inline-tok")
+	p, ok, err := g.svc.Identify("inline-tok")
+	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, engine.Principal{Type: "agent", ID: "x"}, p)
 }
@@ -341,6 +345,6 @@ func TestNewServiceRequiresParts(t *testing.T) {
 }
 
 func identified(s *Service, token string) bool {
-	_, ok := s.Identify(token)
+	_, ok, _ := s.Identify(token)
 	return ok
 }
