@@ -172,6 +172,26 @@ func TestGateCredentials(t *testing.T) {
 	assert.Equal(t, "gate-a", lines[0]["gate"], "the gate id is in the audit line")
 }
 
+func TestGateWithoutAuthTokenKeepsHoldRoutesClosed(t *testing.T) {
+	ca := newTestCA(t)
+	portal := newPortal(t, ca)
+	portal.set("cred", "g")
+	env := baseEnv(t)
+	env["SVC_GATE_INTROSPECTION_URL"] = portal.srv.URL
+	env["SVC_GATE_INTROSPECTION_CA_BUNDLE"] = ca.file(t)
+	env["SVC_GATE_INTROSPECTION_AUTH"] = "Bearer portal-secret"
+	tokens := filepath.Join(t.TempDir(), "resolvers.json")
+	writeTokens(t, tokens, resolverTokens)
+	env["SVC_RESOLVER_TOKENS"] = tokens
+	p := startEngine(t, env)
+	assert.Equal(t, 401, p.callAs(t, "", "POST", "/v1/decide", envelope(nil)).Status)
+	assert.Equal(t, 200, p.decideGate(t, "cred", "g").Status)
+	assert.Equal(t, 401, p.callAs(t, "", "GET", "/v1/holds", nil).Status)
+	assert.Equal(t, 401, p.callAs(t, "cred", "GET", "/v1/holds", nil).Status)
+	assert.Equal(t, 200, p.callAs(t, "tok-bob", "GET", "/v1/holds", nil).Status)
+	assert.Equal(t, 401, p.callAs(t, "", "GET", "/v1/freeze", nil).Status)
+}
+
 func TestGateCacheZeroAsksEveryTime(t *testing.T) {
 	ca := newTestCA(t)
 	portal := newPortal(t, ca)

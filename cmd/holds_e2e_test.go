@@ -291,8 +291,11 @@ func TestResolverTokenFileReloads(t *testing.T) {
 	id2, _ := raiseHold(t, p, map[string]any{"agent.session_id": "other"})
 	require.NoError(t, os.WriteFile(env["SVC_RESOLVER_TOKENS"], []byte("{not json"), 0o600))
 	r = resolve(t, p, "adapter-token", id2, map[string]any{"decision": "approve"})
-	assert.GreaterOrEqual(t, r.Status, 400)
-	assert.NotEqual(t, 200, r.Status, "an invalid token file refuses resolution")
+	assert.Equal(t, 500, r.Status, "an invalid token file refuses resolution")
+	assert.Equal(t, "resolver_tokens_unavailable", r.str("error"))
+	r = resolve(t, p, "tok-bob", id2, map[string]any{"decision": "approve"})
+	assert.Equal(t, 500, r.Status)
+	assert.Equal(t, "resolver_tokens_unavailable", r.str("error"), "a clear error, not a bare 401")
 	assert.Equal(t, "pending", p.call(t, "GET", "/v1/holds/"+id2, nil).str("status"))
 }
 
