@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/svc-dev/svc/engine"
@@ -153,6 +154,9 @@ func (s *syslogSink) connect(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	dialer := &net.Dialer{}
+	if s.protocol != ProtocolUDP {
+		dialer.Control = boundSendBuffer
+	}
 	var conn net.Conn
 	var err error
 	switch s.protocol {
@@ -169,6 +173,22 @@ func (s *syslogSink) connect(ctx context.Context) error {
 	}
 	s.conn = conn
 	return nil
+}
+
+// streamSendBuffer bounds the kernel's send buffer of a TCP or TLS
+// connection. Without it a stalled collector lets megabytes of events pile
+// up in the kernel, where they are lost uncounted when the connection
+// drops; bounded, they wait in svc's queue, which drops and counts.
+const streamSendBuffer = 64 << 10
+
+func boundSendBuffer(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, streamSendBuffer)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // write sends frame on the open connection. A stream the collector has

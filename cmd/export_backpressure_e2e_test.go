@@ -1,0 +1,131 @@
+package cmd_test
+
+import (
+	"context"
+	"net"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// stuckCollector accepts TCP connections and never reads from them; a tiny
+// receive buffer makes the sender's socket fill after a few events.
+func stuckCollector(t *testing.T) string {
+	t.Helper()
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+func downCollector(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// medianDecide runs n decisions at concurrency 16 and returns the median
+// latency.
+func medianDecide(t *testing.T, p *engineProc, n int) time.Duration {
+	t.Helper()
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				start := time.Now()
+				r := p.decide(t, envelope(nil))
+				d := time.Since(start)
+				if r.Status != 200 {
+					t.Errorf("decide answered %d: %v", r.Status, r.Body)
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat[len(lat)/2]
+}
+
+func syslogDropped(t *testing.T, p *engineProc) float64 {
+	t.Helper()
+	h := p.call(t, "GET", "/healthz", nil)
+	exp, _ := h.Body["export"].(map[string]any)
+	sys, _ := exp["syslog"].(map[string]any)
+	require.NotNil(t, sys, "%v", h.Body)
+	dropped, _ := sys["dropped"].(float64)
+	return dropped
+}
+
+func TestSlowOrDownCollectorNeverSlowsDecisions(t *testing.T) {
+	const n = 1600 // more than the 1000-event queue
+	baselineEnv := baseEnv(t)
+	baselineEnv["SVC_OPA_MODE"] = "server"
+	baseline := medianDecide(t, startEngine(t, baselineEnv), n)
+	for name, addr := range map[string]string{"never reads": stuckCollector(t), "down": downCollector(t)} {
+		t.Run(name, func(t *testing.T) {
+			env := baseEnv(t)
+			env["SVC_OPA_MODE"] = "server"
+			env["SVC_SYSLOG_ENABLED"] = "true"
+			env["SVC_SYSLOG_PROTOCOL"] = "tcp"
+			env["SVC_SYSLOG_ADDRESS"] = addr
+			p := startEngine(t, env)
+			median := medianDecide(t, p, n)
+			assert.Greater(t, syslogDropped(t, p), float64(0), "a full queue drops and counts")
+			// A blocked emit would cost a socket timeout or a reconnect backoff
+			// (100 ms and up) per decision; allow generous noise beyond that.
+			assert.Less(t, median, 3*baseline+20*time.Millisecond,
+				"median decide latency %v against %v without syslog", median, baseline)
+			t.Logf("median decide latency: %v (no syslog: %v)", median, baseline)
+		})
+	}
+}
