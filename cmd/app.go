@@ -75,9 +75,10 @@ func (a *app) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hold resolution settings: %w", err)
 	}
+	observer, metricsHandler := newMetrics(store, a.exporter)
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL,
 		Frozen: cfg.Freeze}, engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
-		Publisher: a.exporter, Logger: log})
+		Publisher: a.exporter, Observer: observer, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func (a *app) open(ctx context.Context) error {
 		return err
 	}
 	deps := engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, KillSwitch: kill,
-		Health: a.health, Logger: log}
+		Health: a.health, Routes: map[string]http.Handler{"GET /metrics": metricsHandler}, Logger: log}
 	if cfg.Gate.Enabled() {
 		gate, err := engine.NewIntrospector(cfg.Gate)
 		if err != nil {

@@ -58,6 +58,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newDecideCommand(),
 		newHoldsCommand(),
 		newFreezeCommand(),
+		newBenchCommand(),
 	)
 	return root
 }

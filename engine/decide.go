@@ -34,32 +34,49 @@ func internalFault(reason string, err error) *fault {
 // outcome is the working state of one decision.
 type outcome struct {
 	Decision
-	created  *Hold // hold created by this decision
-	redeemed *Hold // hold consumed by this decision
+	created  *Hold   // hold created by this decision
+	redeemed *Hold   // hold consumed by this decision
+	charge   *Charge // charge of an allow, committed with its audit record
 }
 
 // Decide runs the pipeline for one envelope and returns the decision and
 // its HTTP status: 200, or 500 with a deny when the decision path failed.
-// The decision is on record (audit) before Decide returns.
+// The decision is on record (audit, and the charge of an allow) before
+// Decide returns. The session's lock is held from reading its totals until
+// that record is committed, so no concurrent decision of the session can
+// read totals that miss a charge already granted.
 func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 	env := req.Envelope
+	received := req.Received
+	if received.IsZero() {
+		received = time.Now()
+	}
 	out := &outcome{Decision: Decision{
 		DecisionID: NewID(), Obligations: []string{},
 		Verb: env.Action.Verb, RawVerb: env.Action.RawVerb,
 		Environment: env.Target.Environment, RawEnvironment: env.Target.RawEnvironment,
 	}}
-	status := http.StatusOK
-	if err := e.decide(ctx, env, out); err != nil {
-		status = e.failClosed(out, err)
-	}
-	ev := e.decisionEvent(env, req, out)
-	if err := e.record(ctx, EventDecision, ev); err != nil {
-		status = e.failClosed(out, internalFault("audit record could not be written", err))
-		ev = e.decisionEvent(env, req, out)
-	}
+	ev, status := e.settle(ctx, req, out)
+	e.deps.Observer.Decided(out.Decision.Decision, out.Rule, time.Since(received))
 	e.deps.Publisher.Publish(Event{Type: EventDecision, Body: ev})
 	e.publishHoldEvents(out)
 	return out.Decision, status
+}
+
+// settle decides and puts the decision on record under the session's lock.
+func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (DecisionEvent, int) {
+	defer e.locks.lock(req.Envelope.Agent.SessionID)()
+	status := http.StatusOK
+	if err := e.decide(ctx, req.Envelope, out); err != nil {
+		status = e.failClosed(out, err)
+	}
+	ev := e.decisionEvent(req.Envelope, req, out)
+	records := append([]AuditRecord{{Kind: EventDecision, Body: ev}}, e.holdRecords(out)...)
+	if err := e.commit(ctx, records, out.charge); err != nil {
+		status = e.failClosed(out, internalFault("audit record could not be written", err))
+		ev = e.decisionEvent(req.Envelope, req, out)
+	}
+	return ev, status
 }
 
 // failClosed turns out into an engine-fault deny and logs the cause.
@@ -71,7 +88,7 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 	e.deps.Logger.Error().Err(err).Str("decision_id", out.DecisionID).Str("rule", f.rule).Msg("decision failed closed")
 	out.Decision.Decision, out.Rule, out.Reason = Deny, f.rule, f.reason+"; denied (fail closed)"
 	out.HoldID, out.ExpiresTS, out.ParentDecisionID = "", "", ""
-	out.created, out.redeemed = nil, nil
+	out.created, out.redeemed, out.charge = nil, nil, nil
 	return http.StatusInternalServerError
 }
 
@@ -81,8 +98,6 @@ func (e *Engine) decide(ctx context.Context, env *Envelope, out *outcome) error 
 		return internalFault("envelope hash failed", err)
 	}
 	out.EnvelopeHash = hash
-	release := e.locks.lock(env.Agent.SessionID)
-	defer release()
 	now := e.deps.Now()
 	v, err := e.evaluate(ctx, env, now)
 	if err != nil {
@@ -115,12 +130,16 @@ func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Ve
 	if err != nil {
 		return Verdict{}, internalFault("policy input could not be built", err)
 	}
+	start := time.Now()
 	v, err := e.deps.Evaluator.Evaluate(ctx, input)
 	if err != nil {
-		return Verdict{}, internalFault("policy evaluation failed", err)
+		err = internalFault("policy evaluation failed", err)
+	} else if !v.Valid() {
+		err = internalFault("policy returned an invalid verdict", fmt.Errorf("verdict %+v", v))
 	}
-	if !v.Valid() {
-		return Verdict{}, internalFault("policy returned an invalid verdict", fmt.Errorf("verdict %+v", v))
+	e.deps.Observer.Evaluated(time.Since(start), err)
+	if err != nil {
+		return Verdict{}, err
 	}
 	return v, nil
 }
@@ -138,8 +157,14 @@ func ChargeOf(env *Envelope) Totals {
 	return t
 }
 
+// charge books what an allow costs. With a Journal the charge rides in the
+// decision's audit commit (see commit); otherwise it is stored now.
 func (e *Engine) charge(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {
 	c := Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
+	if e.journal != nil {
+		out.charge = &c
+		return nil
+	}
 	if err := e.deps.Budgets.Charge(ctx, c); err != nil {
 		return internalFault("session ledger charge failed", err)
 	}

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 func (e *Engine) decisionEvent(env *Envelope, req Request, out *outcome) DecisionEvent {
 	now := e.deps.Now()
@@ -42,23 +39,24 @@ func HoldEventOf(event string, h *Hold, now time.Time) HoldEvent {
 	return ev
 }
 
-// publishHoldEvents records the hold transitions a decision caused (created,
-// consumed) and announces a new hold on the webhook feed.
-func (e *Engine) publishHoldEvents(out *outcome) {
+// holdRecords are the audit records of the hold transitions a decision
+// caused (created, consumed), committed with the decision's own record.
+func (e *Engine) holdRecords(out *outcome) []AuditRecord {
+	var records []AuditRecord
 	now := e.deps.Now()
-	if h := out.created; h != nil {
-		e.recordTransition(h, now)
-		e.deps.Publisher.Publish(Event{Type: EventHoldCreated, Body: HoldEventOf(EventHoldCreated, h, now)})
+	for _, h := range []*Hold{out.created, out.redeemed} {
+		if h != nil {
+			records = append(records, AuditRecord{Kind: EventHoldResolution, Body: HoldEventOf(EventHoldResolution, h, now)})
+		}
 	}
-	if h := out.redeemed; h != nil {
-		e.recordTransition(h, now)
-	}
+	return records
 }
 
-func (e *Engine) recordTransition(h *Hold, now time.Time) {
-	ev := HoldEventOf(EventHoldResolution, h, now)
-	if err := e.record(context.Background(), EventHoldResolution, ev); err != nil {
-		e.deps.Logger.Error().Err(err).Str("hold_id", h.ID).Str("status", h.Status).
-			Msg("hold transition not written to the audit log")
+// publishHoldEvents announces a hold the decision created on the webhook
+// feed.
+func (e *Engine) publishHoldEvents(out *outcome) {
+	if h := out.created; h != nil {
+		now := e.deps.Now()
+		e.deps.Publisher.Publish(Event{Type: EventHoldCreated, Body: HoldEventOf(EventHoldCreated, h, now)})
 	}
 }

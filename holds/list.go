@@ -146,3 +146,27 @@ func (s *Store) decodeCursor(raw, status string) (cursor, error) {
 	}
 	return c, nil
 }
+
+// CountByStatus counts holds by their status as of now (a lapsed pending or
+// approved hold counts as expired), for the metrics scrape.
+func (s *Store) CountByStatus(ctx context.Context, now time.Time) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT CASE WHEN status IN ('pending', 'approved') AND expires_ms <= ?
+		THEN 'expired' ELSE status END AS st, COUNT(*) FROM holds GROUP BY st`, now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("count holds: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	counts := map[string]int{}
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("count holds: %w", err)
+		}
+		counts[status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count holds: %w", err)
+	}
+	return counts, nil
+}

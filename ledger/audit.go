@@ -15,7 +15,7 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
-var _ engine.Recorder = (*Audit)(nil)
+var _ engine.Journal = (*Audit)(nil)
 
 // errClosed is returned by Record after Close.
 var errClosed = errors.New("audit log closed")
@@ -29,10 +29,14 @@ var errClosed = errors.New("audit log closed")
 // that finds no commit in progress becomes the leader and commits everything
 // queued (one write, one fsync, one transaction); callers arriving meanwhile
 // queue and wait, and the oldest of them leads the next batch. A lone caller
-// commits at once; there is no flush timer.
+// commits at once; there is no flush timer. Commit puts all the records of
+// a decision and its budget charge in one batch, so a decision costs the
+// decision path one batch rather than a charge commit and a batch per
+// record.
 type Audit struct {
 	db     *DB
 	insert *sql.Stmt
+	charge *sql.Stmt
 	file   *jsonl // nil when no audit path is configured
 
 	mu      sync.Mutex
@@ -42,13 +46,19 @@ type Audit struct {
 	closed  bool
 }
 
-// entry is one record waiting for its batch.
+// entry is one caller's records and charge, waiting for their batch.
 type entry struct {
+	lines  []line
+	charge *engine.Charge // nil when there is none
+	done   chan signal    // receives lead (at most once), then the result
+}
+
+// line is one record, marshalled.
+type line struct {
 	kind       string
 	decisionID string
 	tsMS       int64
-	line       []byte      // the JSON record, without newline
-	done       chan signal // receives lead (at most once), then the result
+	body       []byte // the JSON record, without newline
 }
 
 // signal tells a waiting caller either to lead the next batch or the result
@@ -67,7 +77,11 @@ func NewAudit(ctx context.Context, db *DB, path string, log zerolog.Logger) (*Au
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
 	}
-	a := &Audit{db: db, insert: insert}
+	charge, err := db.prepare(ctx, insertCharge)
+	if err != nil {
+		return nil, fmt.Errorf("new audit: %w", err)
+	}
+	a := &Audit{db: db, insert: insert, charge: charge}
 	a.idle.L = &a.mu
 	if path != "" {
 		a.file = &jsonl{path: path, log: log}
@@ -81,19 +95,48 @@ func NewAudit(ctx context.Context, db *DB, path string, log zerolog.Logger) (*Au
 // Record appends record (marshalled as JSON) under kind and returns once it
 // is durable. Any error means the record may be missing.
 func (a *Audit) Record(ctx context.Context, kind string, record any) error {
-	if err := a.record(ctx, kind, record); err != nil {
+	if err := a.record(ctx, []engine.AuditRecord{{Kind: kind, Body: record}}, nil); err != nil {
 		return fmt.Errorf("record audit %s: %w", kind, err)
 	}
 	return nil
 }
 
-func (a *Audit) record(ctx context.Context, kind string, record any) error {
+// Commit appends records, in order, and stores the budget charge c (when
+// not nil) in the same batch: the lines in one write and fsync, the mirror
+// rows and the charge in one transaction. It returns once all are durable;
+// an error means c was not stored and, as with Record, that the records may
+// be missing. A charge of all zeros is not stored; an invalid one (see
+// Budgets.Charge) fails before anything is written.
+func (a *Audit) Commit(ctx context.Context, records []engine.AuditRecord, c *engine.Charge) error {
+	if len(records) == 0 {
+		return errors.New("commit audit: no record")
+	}
+	if c != nil {
+		if err := validCharge(*c); err != nil {
+			return fmt.Errorf("commit audit %s: charge session %q decision %q: %w",
+				records[0].Kind, c.SessionID, c.DecisionID, err)
+		}
+		if c.Totals == (engine.Totals{}) {
+			c = nil
+		}
+	}
+	if err := a.record(ctx, records, c); err != nil {
+		return fmt.Errorf("commit audit %s: %w", records[0].Kind, err)
+	}
+	return nil
+}
+
+func (a *Audit) record(ctx context.Context, records []engine.AuditRecord, charge *engine.Charge) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e, err := a.entry(kind, record)
-	if err != nil {
-		return err
+	e := &entry{charge: charge, done: make(chan signal, 1)}
+	for _, r := range records {
+		l, err := a.line(r)
+		if err != nil {
+			return err
+		}
+		e.lines = append(e.lines, l)
 	}
 	a.mu.Lock()
 	if a.closed {
@@ -116,29 +159,36 @@ func (a *Audit) record(ctx context.Context, kind string, record any) error {
 	return (<-e.done).err
 }
 
-func (a *Audit) entry(kind string, record any) (*entry, error) {
-	if kind == "" {
-		return nil, errors.New("empty kind")
+func (a *Audit) line(r engine.AuditRecord) (line, error) {
+	if r.Kind == "" {
+		return line{}, errors.New("empty kind")
 	}
-	line, err := json.Marshal(record)
+	body, err := json.Marshal(r.Body)
 	if err != nil {
-		return nil, fmt.Errorf("marshal record: %w", err)
+		return line{}, fmt.Errorf("marshal %s record: %w", r.Kind, err)
 	}
-	// A record that is not an object, or whose decision_id is not a string,
-	// has no decision id; Unmarshal's type errors say exactly that.
+	return line{kind: r.Kind, decisionID: decisionIDOf(r.Body, body), tsMS: a.db.Now().UnixMilli(), body: body}, nil
+}
+
+// decisionIDOf returns the decision_id of a record marshalled as line. The
+// engine's own record types are read directly, sparing the decision path a
+// second parse. Otherwise a record that is not an object, or whose
+// decision_id is not a string, has none; Unmarshal's type errors say exactly
+// that.
+func decisionIDOf(record any, line []byte) string {
+	switch r := record.(type) {
+	case engine.DecisionEvent:
+		return r.DecisionID
+	case engine.HoldEvent:
+		return r.DecisionID
+	}
 	var ids struct {
 		DecisionID string `json:"decision_id"`
 	}
 	if line[0] == '{' {
 		_ = json.Unmarshal(line, &ids)
 	}
-	return &entry{
-		kind:       kind,
-		decisionID: ids.DecisionID,
-		tsMS:       a.db.Now().UnixMilli(),
-		line:       line,
-		done:       make(chan signal, 1),
-	}, nil
+	return ids.DecisionID
 }
 
 // lead commits everything queued, which includes the leader's own entry,
@@ -175,8 +225,10 @@ func (a *Audit) commit(ctx context.Context, batch []*entry) error {
 	}
 	var buf bytes.Buffer
 	for _, e := range batch {
-		buf.Write(e.line)
-		buf.WriteByte('\n')
+		for _, l := range e.lines {
+			buf.Write(l.body)
+			buf.WriteByte('\n')
+		}
 	}
 	size, err := a.file.append(buf.Bytes())
 	if err != nil {
@@ -189,14 +241,22 @@ func (a *Audit) commit(ctx context.Context, batch []*entry) error {
 	return nil
 }
 
-// mirror inserts the batch's rows in one transaction.
+// mirror inserts the batch's rows and charges in one transaction.
 func (a *Audit) mirror(ctx context.Context, batch []*entry) error {
 	err := a.db.write(ctx, func(tx *sql.Tx) error {
-		insert := tx.StmtContext(ctx, a.insert)
+		insert, charge := tx.StmtContext(ctx, a.insert), tx.StmtContext(ctx, a.charge)
 		for _, e := range batch {
-			id := sql.NullString{String: e.decisionID, Valid: e.decisionID != ""}
-			if _, err := insert.ExecContext(ctx, e.tsMS, e.kind, id, string(e.line)); err != nil {
-				return err
+			for _, l := range e.lines {
+				id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
+				if _, err := insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body)); err != nil {
+					return err
+				}
+			}
+			if e.charge == nil {
+				continue
+			}
+			if err := execCharge(ctx, charge, *e.charge); err != nil {
+				return fmt.Errorf("charge session %q decision %q: %w", e.charge.SessionID, e.charge.DecisionID, err)
 			}
 		}
 		return nil

@@ -20,6 +20,11 @@ type Budgets struct {
 	totals, charge, prune *sql.Stmt
 }
 
+// insertCharge stores one charge; Budgets.Charge and Audit.RecordCharge
+// both use it.
+const insertCharge = `INSERT INTO charges (session_id, decision_id, at_ms, deletes, external_sends, objects)
+	VALUES (?, ?, ?, ?, ?, ?)`
+
 // NewBudgets prepares the ledger's statements on db; db.Close releases them.
 func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 	b := Budgets{db: db}
@@ -29,8 +34,7 @@ func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 	}{
 		{&b.totals, `SELECT COALESCE(SUM(deletes), 0), COALESCE(SUM(external_sends), 0), COALESCE(SUM(objects), 0)
 			FROM charges WHERE session_id = ? AND at_ms >= ?`},
-		{&b.charge, `INSERT INTO charges (session_id, decision_id, at_ms, deletes, external_sends, objects)
-			VALUES (?, ?, ?, ?, ?, ?)`},
+		{&b.charge, insertCharge},
 		{&b.prune, `DELETE FROM charges WHERE at_ms < ?`},
 	} {
 		stmt, err := db.prepare(ctx, p.query)
@@ -64,14 +68,18 @@ func (b *Budgets) Charge(ctx context.Context, c engine.Charge) error {
 		return nil
 	}
 	err := b.db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.StmtContext(ctx, b.charge).ExecContext(ctx, c.SessionID, c.DecisionID,
-			c.At.UnixMilli(), c.Deletes, c.ExternalSends, c.Objects)
-		return err
+		return execCharge(ctx, tx.StmtContext(ctx, b.charge), c)
 	})
 	if err != nil {
 		return fmt.Errorf("charge session %q decision %q: %w", c.SessionID, c.DecisionID, err)
 	}
 	return nil
+}
+
+// execCharge runs insertCharge for c.
+func execCharge(ctx context.Context, insert *sql.Stmt, c engine.Charge) error {
+	_, err := insert.ExecContext(ctx, c.SessionID, c.DecisionID, c.At.UnixMilli(), c.Deletes, c.ExternalSends, c.Objects)
+	return err
 }
 
 func validCharge(c engine.Charge) error {

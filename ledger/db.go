@@ -28,8 +28,9 @@ import (
 // answers a decision only after its charge and audit row are committed, and a
 // consumed hold or a charge that silently disappears after a power cut would
 // re-open an approval or a budget, i.e. fail open. FULL costs one WAL fsync
-// per write transaction; the audit amortises it by group commit and charges
-// occur once per costed decision, which the opa evaluation already dominates.
+// per write transaction; a decision's charge rides in its audit batch
+// (Audit.Commit), and group commit spreads that one transaction over the
+// concurrent decisions of a batch (see docs/performance.md).
 const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=1&_synchronous=FULL"
 
 // migrationPrefix namespaces this package's rows in the shared migrations

@@ -1,0 +1,274 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// benchParams are the settings of `svc bench`.
+type benchParams struct {
+	url, token, label string
+	concurrency       []int
+	duration          time.Duration
+	sessions          int
+	pid               int // svc serve's pid, for its RSS; 0 for none
+	opaRuns           int
+	opaBin, policyDir string
+}
+
+func newBenchCommand() *cobra.Command {
+	p := benchParams{}
+	v := newViper(clientDefaults)
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Load a running engine with a realistic envelope mix and print latency and throughput",
+		Long: "Drives POST /v1/decide of the engine at --url (default SVC_CORE_URL) from --concurrency clients for\n" +
+			"--duration each, with a mix of reads, writes, outbound sends and deletes over --sessions sessions, so\n" +
+			"budgets trip and holds are created. Prints p50/p90/p99 latency and decisions/s per concurrency and,\n" +
+			"with --opa-runs, the same figures for a bare `opa eval` of the policy as the baseline. The last line,\n" +
+			"`answered N`, counts the decisions the engine answered (each one must be in its audit log).",
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if p.url == "" {
+				p.url = strings.TrimSpace(v.GetString("core_url"))
+			}
+			if p.token == "" {
+				p.token = strings.TrimSpace(v.GetString("core_token"))
+			}
+			return p.validate()
+		},
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runBench(c.Context(), p, c.OutOrStdout())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&p.url, "url", "", "engine base URL (default SVC_CORE_URL)")
+	f.StringVar(&p.token, "token", "", "bearer token (default SVC_CORE_TOKEN)")
+	f.StringVar(&p.label, "label", "svc", "mode label printed in the table (eval, server)")
+	f.IntSliceVar(&p.concurrency, "concurrency", []int{1, 16, 64}, "concurrent clients of each run")
+	f.DurationVar(&p.duration, "duration", 10*time.Second, "length of each run")
+	f.IntVar(&p.sessions, "sessions", 1000, "agent sessions the envelopes are spread over")
+	f.IntVar(&p.pid, "pid", 0, "pid of svc serve, to report its resident memory (Linux)")
+	f.IntVar(&p.opaRuns, "opa-runs", 0, "bare `opa eval` runs of the baseline; 0 skips it")
+	f.StringVar(&p.opaBin, "opa-bin", "opa", "opa binary of the baseline")
+	f.StringVar(&p.policyDir, "policy-dir", "", "policy pack of the baseline (default: the bundled pack)")
+	return c
+}
+
+func (p *benchParams) validate() error {
+	if !strings.HasPrefix(p.url, "http://") && !strings.HasPrefix(p.url, "https://") {
+		return &exitError{code: 2, err: fmt.Errorf("--url: must be the engine's http(s) base URL, got %q", p.url)}
+	}
+	if p.duration <= 0 || p.sessions < 1 || p.opaRuns < 0 {
+		return &exitError{code: 2, err: fmt.Errorf("--duration, --sessions must be positive and --opa-runs not negative")}
+	}
+	for _, n := range p.concurrency {
+		if n < 1 || n > 4096 {
+			return &exitError{code: 2, err: fmt.Errorf("--concurrency: %d is not from 1 to 4096", n)}
+		}
+	}
+	return nil
+}
+
+func runBench(ctx context.Context, p benchParams, w io.Writer) error {
+	fmt.Fprintf(w, "svc bench: %s, %s per run, %d sessions\n\n", p.url, p.duration, p.sessions)
+	fmt.Fprintf(w, "%-8s %5s %9s %10s %9s %9s %9s %6s %9s %6s %6s %9s\n", "mode", "conc", "decisions",
+		"decided/s", "p50", "p90", "p99", "allow", "approval", "deny", "errors", "max RSS")
+	b := newBenchClient(p)
+	answered := 0
+	for i, n := range p.concurrency {
+		r, err := b.run(ctx, n, fmt.Sprintf("r%d-%d", i, time.Now().UnixNano()))
+		if err != nil {
+			return err
+		}
+		answered += r.answered
+		fmt.Fprintf(w, "%-8s %5d %9d %10.0f %9s %9s %9s %6d %9d %6d %6d %9s\n", p.label, n, len(r.latencies),
+			float64(len(r.latencies))/r.elapsed.Seconds(), pct(r.latencies, 0.50), pct(r.latencies, 0.90),
+			pct(r.latencies, 0.99), r.verdicts[engine.Allow], r.verdicts[engine.RequireApproval],
+			r.verdicts[engine.Deny], r.errors, kib(r.maxRSS))
+	}
+	if p.pid > 0 {
+		fmt.Fprintf(w, "\nsvc serve peak RSS (VmHWM): %s\n", kib(procStatusKB(p.pid, "VmHWM")))
+	}
+	if p.opaRuns > 0 {
+		if err := benchOPA(ctx, p, w); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nanswered %d\n", answered)
+	return nil
+}
+
+// benchResult is one run's figures; latencies are sorted.
+type benchResult struct {
+	latencies []time.Duration
+	elapsed   time.Duration
+	verdicts  map[string]int
+	errors    int
+	answered  int   // decisions answered, warm-up included
+	maxRSS    int64 // KiB, -1 when unknown
+}
+
+type benchClient struct {
+	p    benchParams
+	http *http.Client
+}
+
+func newBenchClient(p benchParams) *benchClient {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = slices.Max(p.concurrency)
+	tr.DisableCompression = true
+	return &benchClient{p: p, http: &http.Client{Transport: tr, Timeout: time.Minute}}
+}
+
+// run drives n clients for a warm-up, whose requests are counted as
+// answered (the engine audits them) but not timed, then for the duration.
+func (b *benchClient) run(ctx context.Context, n int, run string) (benchResult, error) {
+	warm, err := b.drive(ctx, n, run+"w", min(time.Second, b.p.duration/5))
+	if err != nil {
+		return benchResult{}, err
+	}
+	rss := sampleRSS(b.p.pid)
+	r, err := b.drive(ctx, n, run, b.p.duration)
+	r.maxRSS = rss.stop()
+	r.answered += warm.answered
+	return r, err
+}
+
+// drive runs n workers for d and merges their figures. A request in flight
+// at the end is awaited, never cut off, so that every request is either
+// answered or an error and the answered count can be checked against the
+// audit log.
+func (b *benchClient) drive(ctx context.Context, n int, run string, d time.Duration) (benchResult, error) {
+	stats := make([]benchResult, n)
+	start := time.Now()
+	until := start.Add(d)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { stats[i] = b.worker(ctx, run, i, until) })
+	}
+	wg.Wait()
+	out := benchResult{elapsed: time.Since(start), verdicts: map[string]int{}}
+	for _, s := range stats {
+		out.latencies = append(out.latencies, s.latencies...)
+		out.errors += s.errors
+		out.answered += s.answered
+		for k, v := range s.verdicts {
+			out.verdicts[k] += v
+		}
+	}
+	slices.Sort(out.latencies)
+	if len(out.latencies) == 0 {
+		return out, fmt.Errorf("bench: no decision was answered in %s (%d errors); is the engine at %s?", d, out.errors, b.p.url)
+	}
+	return out, ctx.Err()
+}
+
+func (b *benchClient) worker(ctx context.Context, run string, id int, until time.Time) benchResult {
+	rng := rand.New(rand.NewPCG(uint64(id), uint64(until.UnixNano())))
+	r := benchResult{verdicts: map[string]int{}}
+	var body []byte
+	for seq := 0; ctx.Err() == nil && time.Now().Before(until); seq++ {
+		k := pickKind(rng)
+		session := run + "-" + strconv.Itoa(rng.IntN(b.p.sessions))
+		body = benchEnvelope(body[:0], k, session, seq, 1+rng.IntN(k.maxCount))
+		start := time.Now()
+		verdict, err := b.decide(ctx, body)
+		took := time.Since(start)
+		if err != nil {
+			r.errors++
+			continue
+		}
+		r.answered++
+		r.latencies = append(r.latencies, took)
+		r.verdicts[verdict]++
+	}
+	return r
+}
+
+// decide posts one envelope and returns the verdict. A 500 carrying a
+// decision (a fail-closed deny) is an answer; anything else is an error.
+func (b *benchClient) decide(ctx context.Context, body []byte) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.p.url+"/v1/decide", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if b.p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.p.token)
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var d struct {
+		Decision   string `json:"decision"`
+		DecisionID string `json:"decision_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		return "", fmt.Errorf("decide answered %d: %w", resp.StatusCode, err)
+	}
+	if (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusInternalServerError) || d.DecisionID == "" {
+		return "", fmt.Errorf("decide answered %d without a decision", resp.StatusCode)
+	}
+	return d.Decision, nil
+}
+
+// benchKind is one kind of action of the mix, with its share in percent.
+type benchKind struct {
+	share                     int
+	verb, environment         string
+	reversibility, blast, ext string
+	maxCount                  int
+}
+
+// benchMix is the envelope mix: mostly reads and writes that are allowed,
+// deletes and outbound sends that trip session budgets (require_approval,
+// which creates a hold), and production deletes that require approval or
+// are denied outright.
+var benchMix = []benchKind{
+	{55, "read", "staging", "reversible", "single", "internal", 5},
+	{20, "update", "staging", "reversible", "scoped", "internal", 3},
+	{10, "delete", "staging", "recoverable", "single", "internal", 3},
+	{5, "send", "production", "irreversible", "single", "outbound", 5},
+	{5, "delete", "production", "irreversible", "broad", "internal", 1},
+	{5, "delete", "production", "irreversible", "systemic", "internal", 1},
+}
+
+// pickKind draws a kind of action by its share of the mix.
+func pickKind(rng *rand.Rand) benchKind {
+	roll := rng.IntN(100)
+	for _, k := range benchMix {
+		if roll < k.share {
+			return k
+		}
+		roll -= k.share
+	}
+	return benchMix[0]
+}
+
+// benchEnvelope appends a JSON envelope of kind k for session to buf.
+func benchEnvelope(buf []byte, k benchKind, session string, seq, count int) []byte {
+	return fmt.Appendf(buf, `{"svc_version":"0.2","agent":{"id":"bench-agent","on_behalf_of":"human:bench",`+
+		`"session_id":%q},"action":{"namespace":"db","verb":%q,"ability":"db/%s"},"target":{"kind":"table",`+
+		`"ref":"bench.t%d","environment":%q},"params":{"seq":%d},"magnitude":{"count":%d},"axes":{`+
+		`"reversibility":%q,"blast_radius":%q,"externality":%q},"approval":{"present":false,"hold_id":null},`+
+		`"context":{},"meta":{"timestamp":"2026-01-01T00:00:00Z","nonce":"%s-%d","signature":"stub"}}`,
+		session, k.verb, k.verb, seq%50, k.environment, seq, count,
+		k.reversibility, k.blast, k.ext, session, seq)
+}

@@ -1,0 +1,230 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/holds"
+	"github.com/svc-dev/svc/ledger"
+	"github.com/svc-dev/svc/rego"
+)
+
+// pipeline is an engine over real parts: the opa binary on the bundled
+// pack, a SQLite ledger and hold store, and an audit log with its JSONL.
+type pipeline struct {
+	engine  *engine.Engine
+	db      *ledger.DB
+	budgets *ledger.Budgets
+	audit   *ledger.Audit
+}
+
+// newPipeline builds the engine; wrap may narrow the recorder it is given.
+func newPipeline(t *testing.T, opaBin string, wrap func(*ledger.Audit) engine.Recorder, obs engine.Observer) *pipeline {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	pack, cleanup, err := rego.Materialize()
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cleanup()) })
+	db, err := ledger.Open(ctx, filepath.Join(dir, "svc.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	budgets, err := ledger.NewBudgets(ctx, db)
+	require.NoError(t, err)
+	audit, err := ledger.NewAudit(ctx, db, filepath.Join(dir, "audit.jsonl"), zerolog.Nop())
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, audit.Close()) })
+	store, err := holds.NewStore(ctx, db.SQL())
+	require.NoError(t, err)
+	e, err := engine.New(engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour}, engine.Deps{
+		Evaluator: engine.NewEvalEvaluator(opaBin, pack, 10*time.Second),
+		Budgets:   budgets, Holds: store, Recorder: wrap(audit), Observer: obs, Logger: zerolog.Nop(),
+	})
+	require.NoError(t, err)
+	return &pipeline{engine: e, db: db, budgets: budgets, audit: audit}
+}
+
+func realOPA(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("opa")
+	require.NoError(t, err, "opa binary not found; run scripts/install-opa")
+	return bin
+}
+
+// plainRecorder hides Commit, so the engine charges through Budgets and
+// records each record on its own.
+type plainRecorder struct{ engine.Recorder }
+
+func asIs(a *ledger.Audit) engine.Recorder { return a }
+
+func plain(a *ledger.Audit) engine.Recorder { return plainRecorder{a} }
+
+// decide decides an internal action of count objects in staging.
+func (p *pipeline) decide(t *testing.T, session, verb string, count int) engine.Decision {
+	t.Helper()
+	return p.decideIn(t, session, verb, count, "staging", "reversible", "single")
+}
+
+func (p *pipeline) decideIn(t *testing.T, session, verb string, count int, environment, reversibility, blast string) engine.Decision {
+	t.Helper()
+	env, err := engine.ParseEnvelope(fmt.Appendf(nil, `{"svc_version":"0.2",
+		"agent":{"id":"agent-1","on_behalf_of":"human:alice","session_id":%q},
+		"action":{"namespace":"db","verb":%q,"ability":"db/x"},
+		"target":{"kind":"table","ref":"t","environment":%q},"params":{},"magnitude":{"count":%d},
+		"axes":{"reversibility":%q,"blast_radius":%q,"externality":"internal"},
+		"approval":{"present":false,"hold_id":null},"context":{},
+		"meta":{"timestamp":"2026-01-01T00:00:00Z","nonce":"n","signature":"s"}}`,
+		session, verb, environment, count, reversibility, blast))
+	require.NoError(t, err)
+	d, _ := p.engine.Decide(context.Background(), engine.Request{Envelope: env, Received: time.Now()})
+	return d
+}
+
+func (p *pipeline) totals(t *testing.T, session string) engine.Totals {
+	t.Helper()
+	got, err := p.budgets.Totals(context.Background(), session, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	return got
+}
+
+// An allow's charge rides in its audit commit when the recorder is a
+// Journal: an allow whose record cannot be written is denied and charges
+// nothing. Through Budgets.Charge the charge is committed first and stays.
+func TestChargeCommitsWithTheAuditRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		wrap            func(*ledger.Audit) engine.Recorder
+		afterAuditFault engine.Totals
+	}{
+		{"journal", asIs, engine.Totals{Deletes: 6, Objects: 6}},
+		{"plain recorder", plain, engine.Totals{Deletes: 9, Objects: 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPipeline(t, realOPA(t), tc.wrap, nil)
+			for range 2 {
+				require.Equal(t, engine.Allow, p.decide(t, "s", "delete", 3).Decision)
+			}
+			assert.Equal(t, engine.Totals{Deletes: 6, Objects: 6}, p.totals(t, "s"))
+			rows, err := p.audit.Records(context.Background(), engine.EventDecision)
+			require.NoError(t, err)
+			assert.Len(t, rows, 2)
+
+			_, err = p.db.SQL().ExecContext(context.Background(), `DROP TABLE audit`)
+			require.NoError(t, err)
+			d := p.decide(t, "s", "delete", 3)
+			assert.Equal(t, engine.Deny, d.Decision)
+			assert.Equal(t, engine.RuleInternalError, d.Rule)
+			assert.Equal(t, tc.afterAuditFault, p.totals(t, "s"))
+		})
+	}
+}
+
+// A decision that creates a hold is on record with the hold's creation,
+// the decision first.
+func TestHoldCreationIsRecordedWithTheDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(*ledger.Audit) engine.Recorder
+	}{
+		{"journal", asIs},
+		{"plain recorder", plain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPipeline(t, realOPA(t), tc.wrap, nil)
+			d := p.decideIn(t, "s", "delete", 1, "production", "irreversible", "broad")
+			require.Equal(t, engine.RequireApproval, d.Decision)
+			require.NotEmpty(t, d.HoldID)
+			rows, err := p.audit.Records(context.Background(), "")
+			require.NoError(t, err)
+			require.Len(t, rows, 2)
+			assert.Equal(t, engine.EventDecision, rows[0].Kind)
+			assert.Equal(t, engine.EventHoldResolution, rows[1].Kind)
+			for _, row := range rows {
+				assert.Equal(t, d.DecisionID, row.DecisionID)
+			}
+			assert.Contains(t, string(rows[1].Body), `"hold_id":"`+d.HoldID+`"`)
+			assert.Contains(t, string(rows[1].Body), `"status":"pending"`)
+		})
+	}
+}
+
+// Concurrent deletes of one session never exceed its budget of 20: each
+// decision reads totals that include every charge granted before it.
+func TestConcurrentDecisionsOfASessionRespectTheBudget(t *testing.T) {
+	p := newPipeline(t, realOPA(t), asIs, nil)
+	var wg sync.WaitGroup
+	verdicts := make([]string, 12)
+	for i := range verdicts {
+		wg.Go(func() { verdicts[i] = p.decide(t, "race", "delete", 2).Decision })
+	}
+	wg.Wait()
+	count := map[string]int{}
+	for _, v := range verdicts {
+		count[v]++
+	}
+	assert.Equal(t, map[string]int{engine.Allow: 10, engine.RequireApproval: 2}, count)
+	assert.Equal(t, engine.Totals{Deletes: 20, Objects: 20}, p.totals(t, "race"))
+}
+
+// observed records what the engine reports.
+type observed struct {
+	mu        sync.Mutex
+	decided   []string // verdict rule
+	evaluated []error
+}
+
+func (o *observed) Decided(verdict, rule string, latency time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if latency > 0 {
+		o.decided = append(o.decided, verdict+" "+rule)
+	}
+}
+
+func (o *observed) Evaluated(latency time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if latency > 0 {
+		o.evaluated = append(o.evaluated, err)
+	}
+}
+
+func TestObserverSeesDecisionsAndEvaluations(t *testing.T) {
+	failing, err := filepath.Abs(filepath.Join("testdata", "fakeopa", "fail.sh"))
+	require.NoError(t, err)
+	_, err = os.Stat(failing)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name    string
+		opa     string
+		decided string
+		evalErr bool
+	}{
+		{"healthy opa", "", "allow svc.policy/read_only_internal", false},
+		{"failing opa", failing, "deny svc.core/internal_error", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &observed{}
+			bin := tc.opa
+			if bin == "" {
+				bin = realOPA(t)
+			}
+			p := newPipeline(t, bin, asIs, obs)
+			p.decide(t, "s", "read", 1)
+			assert.Equal(t, []string{tc.decided}, obs.decided)
+			require.Len(t, obs.evaluated, 1)
+			assert.Equal(t, tc.evalErr, obs.evaluated[0] != nil)
+		})
+	}
+}
