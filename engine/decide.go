@@ -72,7 +72,7 @@ func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (Decisio
 	}
 	ev := e.decisionEvent(req.Envelope, req, out)
 	records := append([]AuditRecord{{Kind: EventDecision, Body: ev}}, e.holdRecords(out)...)
-	if err := e.commit(ctx, records, out.charge); err != nil {
+	if err := e.deps.Recorder.Commit(ctx, records, out.charge); err != nil {
 		status = e.failClosed(out, internalFault("audit record could not be written", err))
 		ev = e.decisionEvent(req.Envelope, req, out)
 	}
@@ -112,7 +112,8 @@ func (e *Engine) decide(ctx context.Context, env *Envelope, out *outcome) error 
 	case v.Decision == RequireApproval:
 		return e.createHold(ctx, env, out, now)
 	}
-	return e.charge(ctx, env, out, now)
+	e.charge(env, out, now)
+	return nil
 }
 
 func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Verdict, error) {
@@ -157,18 +158,10 @@ func ChargeOf(env *Envelope) Totals {
 	return t
 }
 
-// charge books what an allow costs. With a Journal the charge rides in the
-// decision's audit commit (see commit); otherwise it is stored now.
-func (e *Engine) charge(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {
-	c := Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
-	if e.journal != nil {
-		out.charge = &c
-		return nil
-	}
-	if err := e.deps.Budgets.Charge(ctx, c); err != nil {
-		return internalFault("session ledger charge failed", err)
-	}
-	return nil
+// charge books what an allow costs; the charge is committed with the
+// decision's audit records (Journal.Commit), under the session's lock.
+func (e *Engine) charge(env *Envelope, out *outcome, now time.Time) {
+	out.charge = &Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
 }
 
 func (e *Engine) createHold(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {

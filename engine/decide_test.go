@@ -29,8 +29,8 @@ type pipeline struct {
 	audit   *ledger.Audit
 }
 
-// newPipeline builds the engine; wrap may narrow the recorder it is given.
-func newPipeline(t *testing.T, opaBin string, wrap func(*ledger.Audit) engine.Recorder, obs engine.Observer) *pipeline {
+// newPipeline builds the engine over real SQLite, audit log and opa.
+func newPipeline(t *testing.T, opaBin string, obs engine.Observer) *pipeline {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -49,7 +49,7 @@ func newPipeline(t *testing.T, opaBin string, wrap func(*ledger.Audit) engine.Re
 	require.NoError(t, err)
 	e, err := engine.New(engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour}, engine.Deps{
 		Evaluator: engine.NewEvalEvaluator(opaBin, pack, 10*time.Second),
-		Budgets:   budgets, Holds: store, Recorder: wrap(audit), Observer: obs, Logger: zerolog.Nop(),
+		Budgets:   budgets, Holds: store, Recorder: audit, Observer: obs, Logger: zerolog.Nop(),
 	})
 	require.NoError(t, err)
 	return &pipeline{engine: e, db: db, budgets: budgets, audit: audit}
@@ -61,14 +61,6 @@ func realOPA(t *testing.T) string {
 	require.NoError(t, err, "opa binary not found; run scripts/install-opa")
 	return bin
 }
-
-// plainRecorder hides Commit, so the engine charges through Budgets and
-// records each record on its own.
-type plainRecorder struct{ engine.Recorder }
-
-func asIs(a *ledger.Audit) engine.Recorder { return a }
-
-func plain(a *ledger.Audit) engine.Recorder { return plainRecorder{a} }
 
 // decide decides an internal action of count objects in staging.
 func (p *pipeline) decide(t *testing.T, session, verb string, count int) engine.Decision {
@@ -98,71 +90,49 @@ func (p *pipeline) totals(t *testing.T, session string) engine.Totals {
 	return got
 }
 
-// An allow's charge rides in its audit commit when the recorder is a
-// Journal: an allow whose record cannot be written is denied and charges
-// nothing. Through Budgets.Charge the charge is committed first and stays.
+// An allow's charge rides in its audit commit: an allow whose record cannot
+// be written is denied and charges nothing.
 func TestChargeCommitsWithTheAuditRecord(t *testing.T) {
-	for _, tc := range []struct {
-		name            string
-		wrap            func(*ledger.Audit) engine.Recorder
-		afterAuditFault engine.Totals
-	}{
-		{"journal", asIs, engine.Totals{Deletes: 6, Objects: 6}},
-		{"plain recorder", plain, engine.Totals{Deletes: 9, Objects: 9}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newPipeline(t, realOPA(t), tc.wrap, nil)
-			for range 2 {
-				require.Equal(t, engine.Allow, p.decide(t, "s", "delete", 3).Decision)
-			}
-			assert.Equal(t, engine.Totals{Deletes: 6, Objects: 6}, p.totals(t, "s"))
-			rows, err := p.audit.Records(context.Background(), engine.EventDecision)
-			require.NoError(t, err)
-			assert.Len(t, rows, 2)
-
-			_, err = p.db.SQL().ExecContext(context.Background(), `DROP TABLE audit`)
-			require.NoError(t, err)
-			d := p.decide(t, "s", "delete", 3)
-			assert.Equal(t, engine.Deny, d.Decision)
-			assert.Equal(t, engine.RuleInternalError, d.Rule)
-			assert.Equal(t, tc.afterAuditFault, p.totals(t, "s"))
-		})
+	p := newPipeline(t, realOPA(t), nil)
+	for range 2 {
+		require.Equal(t, engine.Allow, p.decide(t, "s", "delete", 3).Decision)
 	}
+	assert.Equal(t, engine.Totals{Deletes: 6, Objects: 6}, p.totals(t, "s"))
+	rows, err := p.audit.Records(context.Background(), engine.EventDecision)
+	require.NoError(t, err)
+	assert.Len(t, rows, 2)
+
+	_, err = p.db.SQL().ExecContext(context.Background(), `DROP TABLE audit`)
+	require.NoError(t, err)
+	d := p.decide(t, "s", "delete", 3)
+	assert.Equal(t, engine.Deny, d.Decision)
+	assert.Equal(t, engine.RuleInternalError, d.Rule)
+	assert.Equal(t, engine.Totals{Deletes: 6, Objects: 6}, p.totals(t, "s"))
 }
 
 // A decision that creates a hold is on record with the hold's creation,
 // the decision first.
 func TestHoldCreationIsRecordedWithTheDecision(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		wrap func(*ledger.Audit) engine.Recorder
-	}{
-		{"journal", asIs},
-		{"plain recorder", plain},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newPipeline(t, realOPA(t), tc.wrap, nil)
-			d := p.decideIn(t, "s", "delete", 1, "production", "irreversible", "broad")
-			require.Equal(t, engine.RequireApproval, d.Decision)
-			require.NotEmpty(t, d.HoldID)
-			rows, err := p.audit.Records(context.Background(), "")
-			require.NoError(t, err)
-			require.Len(t, rows, 2)
-			assert.Equal(t, engine.EventDecision, rows[0].Kind)
-			assert.Equal(t, engine.EventHoldResolution, rows[1].Kind)
-			for _, row := range rows {
-				assert.Equal(t, d.DecisionID, row.DecisionID)
-			}
-			assert.Contains(t, string(rows[1].Body), `"hold_id":"`+d.HoldID+`"`)
-			assert.Contains(t, string(rows[1].Body), `"status":"pending"`)
-		})
+	p := newPipeline(t, realOPA(t), nil)
+	d := p.decideIn(t, "s", "delete", 1, "production", "irreversible", "broad")
+	require.Equal(t, engine.RequireApproval, d.Decision)
+	require.NotEmpty(t, d.HoldID)
+	rows, err := p.audit.Records(context.Background(), "")
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	assert.Equal(t, engine.EventDecision, rows[0].Kind)
+	assert.Equal(t, engine.EventHoldResolution, rows[1].Kind)
+	for _, row := range rows {
+		assert.Equal(t, d.DecisionID, row.DecisionID)
 	}
+	assert.Contains(t, string(rows[1].Body), `"hold_id":"`+d.HoldID+`"`)
+	assert.Contains(t, string(rows[1].Body), `"status":"pending"`)
 }
 
 // Concurrent deletes of one session never exceed its budget of 20: each
 // decision reads totals that include every charge granted before it.
 func TestConcurrentDecisionsOfASessionRespectTheBudget(t *testing.T) {
-	p := newPipeline(t, realOPA(t), asIs, nil)
+	p := newPipeline(t, realOPA(t), nil)
 	var wg sync.WaitGroup
 	verdicts := make([]string, 12)
 	for i := range verdicts {
@@ -220,7 +190,7 @@ func TestObserverSeesDecisionsAndEvaluations(t *testing.T) {
 			if bin == "" {
 				bin = realOPA(t)
 			}
-			p := newPipeline(t, bin, asIs, obs)
+			p := newPipeline(t, bin, obs)
 			p.decide(t, "s", "read", 1)
 			assert.Equal(t, []string{tc.decided}, obs.decided)
 			require.Len(t, obs.evaluated, 1)

@@ -28,12 +28,12 @@ type Charge struct {
 	Totals
 }
 
-// Budgets is the per-session ledger of cumulative charges. The engine
-// serialises the decisions of one session around Totals → evaluate → Charge,
-// so an implementation needs no locking of its own beyond durability.
+// Budgets reads the per-session ledger of cumulative charges. Charges are
+// written with the decision's audit records (Journal.Commit); the engine
+// serialises the decisions of one session from Totals to that commit, so an
+// implementation needs no locking of its own.
 type Budgets interface {
 	Totals(ctx context.Context, sessionID string, since time.Time) (Totals, error)
-	Charge(ctx context.Context, c Charge) error
 }
 
 // Recorder appends one audit record. It returns only after the record is
@@ -41,6 +41,24 @@ type Budgets interface {
 // be missing, and the engine then answers deny.
 type Recorder interface {
 	Record(ctx context.Context, kind string, record any) error
+}
+
+// AuditRecord is one record of the audit log: its kind and its body.
+type AuditRecord struct {
+	Kind string
+	Body any
+}
+
+// Journal is the Recorder of the decide path: it commits all the records
+// of one decision (the decision, the hold transition it caused) and the
+// charge of an allow as one durable step, so no charge exists without its
+// decision on record and a decision costs one commit.
+type Journal interface {
+	Recorder
+	// Commit records records in order and stores c (when not nil) in the
+	// same commit; it returns only once all are durable, and an error means
+	// nothing of it was stored.
+	Commit(ctx context.Context, records []AuditRecord, c *Charge) error
 }
 
 // Publisher hands an event to the export queues. It never blocks and never

@@ -42,7 +42,8 @@ func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now ti
 	out.Decision.Decision, out.Rule = Allow, RuleApprovedResubmisson
 	out.Reason = "hold " + id + " was approved; this re-submission redeems it (single use)"
 	out.HoldID, out.ParentDecisionID, out.redeemed = id, h.DecisionID, &consumed
-	return e.charge(ctx, env, out, now)
+	e.charge(env, out, now)
+	return nil
 }
 
 // binding checks that the re-submission is the action the hold was raised

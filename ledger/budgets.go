@@ -20,7 +20,7 @@ type Budgets struct {
 	totals, charge, prune *sql.Stmt
 }
 
-// insertCharge stores one charge; Budgets.Charge and Audit.RecordCharge
+// insertCharge stores one charge; Budgets.Charge and Audit.Commit
 // both use it.
 const insertCharge = `INSERT INTO charges (session_id, decision_id, at_ms, deletes, external_sends, objects)
 	VALUES (?, ?, ?, ?, ?, ?)`
