@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Verdicts a decision can carry. Precedence is deny > require_approval > allow.
 const (
@@ -72,4 +76,22 @@ func (v Verdict) Valid() bool {
 // timestamp format of every svc document.
 func FormatTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// verdictOf decodes a decision document and checks it is a valid verdict.
+func verdictOf(value json.RawMessage) (Verdict, error) {
+	var fields struct {
+		Decision, Rule, Reason *string
+	}
+	if err := json.Unmarshal(value, &fields); err != nil {
+		return Verdict{}, fmt.Errorf("policy decision %q is not an object of strings: %w", opaSnippet(value), err)
+	}
+	if fields.Decision == nil || fields.Rule == nil || fields.Reason == nil {
+		return Verdict{}, fmt.Errorf("policy decision %q lacks decision, rule or reason", opaSnippet(value))
+	}
+	v := Verdict{Decision: *fields.Decision, Rule: *fields.Rule, Reason: *fields.Reason}
+	if !v.Valid() {
+		return Verdict{}, fmt.Errorf("policy verdict is invalid: decision %q, rule %q", v.Decision, v.Rule)
+	}
+	return v, nil
 }

@@ -206,19 +206,5 @@ func parseOPAVerdict(out []byte) (Verdict, error) {
 	case len(res.Result[0].Expressions) != 1:
 		return Verdict{}, fmt.Errorf("policy returned %d expressions, want 1", len(res.Result[0].Expressions))
 	}
-	value := res.Result[0].Expressions[0].Value
-	var fields struct {
-		Decision, Rule, Reason *string
-	}
-	if err := json.Unmarshal(value, &fields); err != nil {
-		return Verdict{}, fmt.Errorf("policy decision %q is not an object of strings: %w", opaSnippet(value), err)
-	}
-	if fields.Decision == nil || fields.Rule == nil || fields.Reason == nil {
-		return Verdict{}, fmt.Errorf("policy decision %q lacks decision, rule or reason", opaSnippet(value))
-	}
-	v := Verdict{Decision: *fields.Decision, Rule: *fields.Rule, Reason: *fields.Reason}
-	if !v.Valid() {
-		return Verdict{}, fmt.Errorf("policy verdict is invalid: decision %q, rule %q", v.Decision, v.Rule)
-	}
-	return v, nil
+	return verdictOf(res.Result[0].Expressions[0].Value)
 }

@@ -212,21 +212,3 @@ func parseRESTVerdict(raw []byte) (Verdict, error) {
 	}
 	return verdictOf(doc.Result)
 }
-
-// verdictOf decodes a decision document and checks it is a valid verdict.
-func verdictOf(value json.RawMessage) (Verdict, error) {
-	var fields struct {
-		Decision, Rule, Reason *string
-	}
-	if err := json.Unmarshal(value, &fields); err != nil {
-		return Verdict{}, fmt.Errorf("policy decision %q is not an object of strings: %w", opaSnippet(value), err)
-	}
-	if fields.Decision == nil || fields.Rule == nil || fields.Reason == nil {
-		return Verdict{}, fmt.Errorf("policy decision %q lacks decision, rule or reason", opaSnippet(value))
-	}
-	v := Verdict{Decision: *fields.Decision, Rule: *fields.Rule, Reason: *fields.Reason}
-	if !v.Valid() {
-		return Verdict{}, fmt.Errorf("policy verdict is invalid: decision %q, rule %q", v.Decision, v.Rule)
-	}
-	return v, nil
-}
