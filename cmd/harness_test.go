@@ -334,3 +334,5 @@ func do(t testing.TB, req *http.Request) response {
 	}
 	return out
 }
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

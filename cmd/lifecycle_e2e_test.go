@@ -1,0 +1,87 @@
+package cmd_test
+
+import (
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestUnknownTopLevelFieldsNeverInfluenceTheDecision(t *testing.T) {
+	p := startEngine(t, baseEnv(t))
+	held := map[string]any{"action.verb": "delete", "axes.reversibility": "irreversible",
+		"axes.blast_radius": "broad", "target.environment": "production"}
+	plain := p.decide(t, envelope(held))
+	sneaky := envelope(held)
+	sneaky["frozen"] = false
+	sneaky["cumulative"] = map[string]any{"deletes": 0}
+	sneaky["decision"] = "allow"
+	sneaky["envelope"] = map[string]any{"target": map[string]any{"environment": "dev"}}
+	r := p.decide(t, sneaky)
+	require.Equal(t, 200, r.Status, "%v", r.Body)
+	assert.Equal(t, plain.str("decision"), r.str("decision"))
+	assert.Equal(t, plain.str("rule"), r.str("rule"))
+	assert.Equal(t, plain.str("envelope_hash"), r.str("envelope_hash"))
+	h := p.call(t, "GET", "/v1/holds/"+r.str("hold_id"), nil)
+	env, _ := h.Body["envelope"].(map[string]any)
+	extra, _ := env["extra"].(map[string]any)
+	assert.Contains(t, extra, "decision", "unknown fields are kept with the hold's envelope")
+}
+
+func TestShutdownFinishesInFlightDecisions(t *testing.T) {
+	env := baseEnv(t)
+	p := startEngine(t, env)
+	type answer struct {
+		status int
+		id     string
+	}
+	var mu sync.Mutex
+	var answers []answer
+	var wg sync.WaitGroup
+	started := make(chan struct{}, 32)
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, err := http.NewRequest("POST", p.URL+"/v1/decide", jsonReader(t, envelope(nil)))
+			require.NoError(t, err)
+			started <- struct{}{}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return // not accepted before the listener closed
+			}
+			defer resp.Body.Close()
+			var body struct {
+				DecisionID string `json:"decision_id"`
+			}
+			_ = jsonDecode(resp.Body, &body)
+			mu.Lock()
+			answers = append(answers, answer{resp.StatusCode, body.DecisionID})
+			mu.Unlock()
+		}()
+	}
+	for i := 0; i < 32; i++ {
+		<-started
+	}
+	time.Sleep(30 * time.Millisecond) // let some requests reach opa
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	wg.Wait()
+	<-p.done
+	require.NotEmpty(t, answers)
+	audited := map[string]bool{}
+	for _, rec := range auditLines(t, env["SVC_AUDIT_LOG"]) {
+		if id, ok := rec["decision_id"].(string); ok && rec["event"] == "decision" {
+			audited[id] = true
+		}
+	}
+	for _, a := range answers {
+		assert.Equal(t, 200, a.status, "an accepted decision is finished, not cut off")
+		assert.True(t, audited[a.id], "answered decision %s is on record", a.id)
+	}
+	assert.Len(t, audited, len(answers), "nothing on record that was not answered")
+	assert.Contains(t, p.Logs(), "shutting down")
+}
