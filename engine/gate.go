@@ -1,15 +1,11 @@
 package engine
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode"
@@ -109,148 +103,6 @@ const (
 	ReasonGateNotDeclared = "gate_not_declared"
 	ReasonGateMismatch    = "gate_mismatch"
 )
-
-// Defaults and limits of GateConfig.
-const (
-	DefaultGateCacheSeconds = 30
-	DefaultGateTimeout      = 5 * time.Second
-	DefaultGateCacheSize    = 10000
-	MaxGateCacheSeconds     = 86400
-	MaxGateTimeout          = 60 * time.Second
-	maxIntrospectionBody    = 64 << 10
-)
-
-// GateConfig configures the introspection of portal-issued gate credentials.
-// An empty URL disables it. The caller applies the defaults; a zero
-// CacheSeconds means no cache, a zero CacheSize means DefaultGateCacheSize.
-type GateConfig struct {
-	URL          string        // SVC_GATE_INTROSPECTION_URL
-	Auth         string        // SVC_GATE_INTROSPECTION_AUTH; a secret, never log it
-	CABundle     string        // SVC_GATE_INTROSPECTION_CA_BUNDLE, a PEM file path
-	CacheSeconds int           // SVC_GATE_INTROSPECTION_CACHE_SECONDS
-	Timeout      time.Duration // SVC_GATE_INTROSPECTION_TIMEOUT
-	CacheSize    int           // most credentials cached at once
-}
-
-// Enabled reports whether portal-issued credentials are accepted at all.
-func (c GateConfig) Enabled() bool { return c.URL != "" }
-
-// Validate checks an enabled configuration and names the SVC_* variable at
-// fault. A disabled configuration is valid.
-func (c GateConfig) Validate() error {
-	if !c.Enabled() {
-		return nil
-	}
-	_, err := c.parse()
-	return err
-}
-
-type gateSettings struct {
-	url  *url.URL
-	auth string // Authorization header value toward the portal, "" for none
-	pool *x509.CertPool
-}
-
-func (c GateConfig) parse() (gateSettings, error) {
-	switch {
-	case c.CacheSeconds < 0 || c.CacheSeconds > MaxGateCacheSeconds:
-		return gateSettings{}, fmt.Errorf("SVC_GATE_INTROSPECTION_CACHE_SECONDS %d: must be 0 to %d",
-			c.CacheSeconds, MaxGateCacheSeconds)
-	case c.Timeout <= 0 || c.Timeout > MaxGateTimeout:
-		return gateSettings{}, fmt.Errorf("SVC_GATE_INTROSPECTION_TIMEOUT %s: must be above 0 and at most %s",
-			c.Timeout, MaxGateTimeout)
-	case c.CacheSize < 0:
-		return gateSettings{}, fmt.Errorf("gate cache size %d: must not be negative", c.CacheSize)
-	}
-	u, err := parseGateURL(c.URL)
-	if err != nil {
-		return gateSettings{}, err
-	}
-	auth, err := authHeader(c.Auth)
-	if err != nil {
-		return gateSettings{}, err
-	}
-	pool, err := caPool(c.CABundle)
-	if err != nil {
-		return gateSettings{}, err
-	}
-	return gateSettings{url: u, auth: auth, pool: pool}, nil
-}
-
-func parseGateURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_URL: %w", err)
-	}
-	switch {
-	case u.Hostname() == "":
-		return nil, errors.New("SVC_GATE_INTROSPECTION_URL: must be an absolute URL with a host")
-	case u.User != nil:
-		return nil, errors.New("SVC_GATE_INTROSPECTION_URL: must not carry credentials; use SVC_GATE_INTROSPECTION_AUTH")
-	case u.Scheme == "https", u.Scheme == "http" && isLoopbackHost(u.Hostname()):
-		return u, nil
-	}
-	return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_URL: scheme %q on host %q: must be https unless the host is loopback (127.0.0.0/8, ::1, localhost)",
-		u.Scheme, u.Hostname())
-}
-
-func isLoopbackHost(host string) bool {
-	ip := net.ParseIP(host)
-	return strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback()
-}
-
-// authHeader turns SVC_GATE_INTROSPECTION_AUTH into an Authorization value.
-// Its errors never quote the value: it is a secret.
-func authHeader(v string) (string, error) {
-	if v == "" {
-		return "", nil
-	}
-	scheme, rest, _ := strings.Cut(v, " ")
-	switch {
-	case strings.EqualFold(scheme, "Bearer") && rest != "" && strings.IndexFunc(rest, notVisibleASCII) < 0:
-		return "Bearer " + rest, nil
-	case strings.EqualFold(scheme, "Basic"):
-		user, _, ok := strings.Cut(rest, ":")
-		if ok && user != "" && strings.IndexFunc(rest, unicode.IsControl) < 0 {
-			return "Basic " + base64.StdEncoding.EncodeToString([]byte(rest)), nil
-		}
-	}
-	return "", errors.New(`SVC_GATE_INTROSPECTION_AUTH: must be "Bearer <token>" or "Basic <user>:<password>" (user and password in clear, not base64)`)
-}
-
-func notVisibleASCII(r rune) bool { return r <= ' ' || r > '~' }
-
-// caPool returns the system roots plus the certificates of the PEM bundle at
-// path. Every PEM block must be a parseable certificate.
-func caPool(path string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil {
-		pool = x509.NewCertPool()
-	}
-	if path == "" {
-		return pool, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE: %w", err)
-	}
-	n := 0
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: PEM block %q is not a CERTIFICATE", path, block.Type)
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: certificate %d: %w", path, n+1, err)
-		}
-		pool.AddCert(cert)
-		n++
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: no PEM certificate found", path)
-	}
-	return pool, nil
-}
 
 var _ Gatekeeper = (*Introspector)(nil)
 
@@ -480,64 +332,4 @@ func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 		}
 	}
 	return ans, nil
-}
-
-// gateCache holds positive answers by credential hash, oldest first.
-type gateCache struct {
-	mu      sync.Mutex
-	size    int
-	entries map[string]*list.Element
-	order   *list.List // of *gateEntry
-}
-
-type gateEntry struct {
-	key     string
-	gate    string
-	expires time.Time
-}
-
-func newGateCache(size int) *gateCache {
-	return &gateCache{size: size, entries: map[string]*list.Element{}, order: list.New()}
-}
-
-func (c *gateCache) get(key string, now time.Time) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.entries[key]
-	if !ok {
-		return "", false
-	}
-	e := el.Value.(*gateEntry)
-	if !now.Before(e.expires) {
-		c.remove(el)
-		return "", false
-	}
-	return e.gate, true
-}
-
-// put stores an answer; when full it evicts expired entries, then the oldest.
-func (c *gateCache) put(key, gate string, expires, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.remove(el)
-	}
-	if c.order.Len() >= c.size {
-		for el := c.order.Front(); el != nil; {
-			next := el.Next()
-			if !now.Before(el.Value.(*gateEntry).expires) {
-				c.remove(el)
-			}
-			el = next
-		}
-	}
-	for c.order.Len() >= c.size {
-		c.remove(c.order.Front())
-	}
-	c.entries[key] = c.order.PushBack(&gateEntry{key: key, gate: gate, expires: expires})
-}
-
-func (c *gateCache) remove(el *list.Element) {
-	delete(c.entries, el.Value.(*gateEntry).key)
-	c.order.Remove(el)
 }

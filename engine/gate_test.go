@@ -5,12 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/pem"
 	"io"
 	"log"
@@ -20,7 +18,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -298,113 +295,6 @@ func TestGateRequestShape(t *testing.T) {
 	}
 }
 
-func TestGateCacheWindowAndRevocation(t *testing.T) {
-	ca := newTestCA(t)
-	p := newPortal(t, ca, activeGateA)
-	g, clk := newGate(t, gateConfig(p.srv.URL, ca))
-	ctx := context.Background()
-	step := func(advance time.Duration, declared string, wantCalls int32) error {
-		t.Helper()
-		clk.advance(advance)
-		_, err := g.Authenticate(ctx, testCredential, declared)
-		assert.Equal(t, wantCalls, p.calls.Load())
-		return err
-	}
-	require.NoError(t, step(0, "gate-a", 1))
-	require.NoError(t, step(10*time.Second, "gate-a", 1))
-	requireGateErr(t, step(0, "gate-b", 1), EFORBIDDEN, ReasonGateMismatch)
-	requireGateErr(t, step(0, "", 1), EFORBIDDEN, ReasonGateNotDeclared)
-
-	p.set(answer(http.StatusOK, `{"active":false}`)) // revoked at the portal
-	require.NoError(t, step(19*time.Second, "gate-a", 1), "still inside the 30 s window")
-	requireGateErr(t, step(time.Second, "gate-a", 2), EUNAUTHORIZED, "")
-	requireGateErr(t, step(0, "gate-a", 3), EUNAUTHORIZED, "") // the refusal was not cached
-
-	for k := range g.cache.entries {
-		assert.NotContains(t, k, testCredential)
-	}
-}
-
-func TestGateCacheKeyedByHash(t *testing.T) {
-	ca := newTestCA(t)
-	p := newPortal(t, ca, activeGateA)
-	g, _ := newGate(t, gateConfig(p.srv.URL, ca))
-	_, err := g.Authenticate(context.Background(), testCredential, "gate-a")
-	require.NoError(t, err)
-	sum := sha256.Sum256([]byte(testCredential))
-	require.Len(t, g.cache.entries, 1)
-	assert.Contains(t, g.cache.entries, hex.EncodeToString(sum[:]))
-}
-
-func TestGateCacheCappedByExp(t *testing.T) {
-	ca := newTestCA(t)
-	p := newPortal(t, ca, nil)
-	g, clk := newGate(t, gateConfig(p.srv.URL, ca))
-	exp := clk.now().Add(5 * time.Second).Unix()
-	p.set(answer(http.StatusOK, `{"active":true,"gate":"gate-a","exp":`+strconv.FormatInt(exp, 10)+`}`))
-	_, err := g.Authenticate(context.Background(), testCredential, "gate-a")
-	require.NoError(t, err)
-	clk.advance(6 * time.Second)
-	_, err = g.Authenticate(context.Background(), testCredential, "gate-a")
-	requireGateErr(t, err, EUNAUTHORIZED, "") // asked again, and the answer's exp has passed
-	assert.Equal(t, int32(2), p.calls.Load())
-}
-
-func TestGateNoCacheAndNegativeAnswers(t *testing.T) {
-	tests := []struct {
-		name         string
-		cacheSeconds int
-		h            http.HandlerFunc
-		wantCode     string
-	}{
-		{name: "cache 0 asks every time", cacheSeconds: 0, h: activeGateA},
-		{name: "inactive not cached", cacheSeconds: 30, h: answer(http.StatusOK, `{"active":false}`), wantCode: EUNAUTHORIZED},
-		{name: "portal error not cached", cacheSeconds: 30, h: answer(http.StatusBadGateway, ``), wantCode: EUNAUTHORIZED},
-	}
-	ca := newTestCA(t)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := newPortal(t, ca, tt.h)
-			cfg := gateConfig(p.srv.URL, ca)
-			cfg.CacheSeconds = tt.cacheSeconds
-			g, _ := newGate(t, cfg)
-			for i := range 3 {
-				_, err := g.Authenticate(context.Background(), testCredential, "gate-a")
-				if tt.wantCode == "" {
-					require.NoError(t, err)
-				} else {
-					requireGateErr(t, err, tt.wantCode, "")
-				}
-				assert.Equal(t, int32(i+1), p.calls.Load())
-			}
-		})
-	}
-}
-
-func TestGateCacheEviction(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	c := newGateCache(3)
-	c.put("a", "gate-a", now.Add(time.Hour), now)
-	c.put("b", "gate-b", now.Add(time.Second), now) // expires first
-	c.put("c", "gate-c", now.Add(time.Hour), now)
-	later := now.Add(2 * time.Second)
-	c.put("d", "gate-d", later.Add(time.Hour), later)
-	_, ok := c.get("a", later)
-	assert.True(t, ok, "expired b goes before the oldest a")
-	_, ok = c.get("b", later)
-	assert.False(t, ok)
-	c.put("e", "gate-e", later.Add(time.Hour), later)
-	_, ok = c.get("a", later)
-	assert.False(t, ok, "with nothing expired, the oldest goes")
-	for _, k := range []string{"c", "d", "e"} {
-		gate, ok := c.get(k, later)
-		assert.True(t, ok, k)
-		assert.Equal(t, "gate-"+k, gate)
-	}
-	assert.Len(t, c.entries, 3)
-	assert.Equal(t, 3, c.order.Len())
-}
-
 func TestGatePortalFaultsRefuse(t *testing.T) {
 	ca, otherCA := newTestCA(t), newTestCA(t)
 	down, err := net.Listen("tcp", "127.0.0.1:0")
@@ -529,109 +419,4 @@ func TestGateCancelledCallerLeavesSharedCall(t *testing.T) {
 	close(release)
 	require.NoError(t, <-resB, "A going away must not fail B's shared call")
 	assert.Equal(t, int32(1), p.calls.Load())
-}
-
-func TestGatePlainHTTPLoopback(t *testing.T) {
-	p := newPortal(t, nil, activeGateA)
-	_, port, err := net.SplitHostPort(p.srv.Listener.Addr().String())
-	require.NoError(t, err)
-	for _, host := range []string{"127.0.0.1", "localhost"} {
-		t.Run(host, func(t *testing.T) {
-			g, _ := newGate(t, GateConfig{URL: "http://" + net.JoinHostPort(host, port), CacheSeconds: 30, Timeout: 2 * time.Second})
-			gate, err := g.Authenticate(context.Background(), testCredential, "gate-a")
-			require.NoError(t, err)
-			assert.Equal(t, "gate-a", gate)
-		})
-	}
-}
-
-func TestGateLoopbackOnlyDial(t *testing.T) {
-	for addr, ok := range map[string]bool{
-		"127.0.0.1:80": true, "127.3.2.1:80": true, "[::1]:443": true,
-		"10.1.2.3:80": false, "192.168.0.1:443": false, "[2001:db8::1]:80": false, "no-port": false,
-	} {
-		err := loopbackOnly("tcp", addr, nil)
-		assert.Equal(t, ok, err == nil, addr)
-	}
-}
-
-func TestGateValidate(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
-		return path
-	}
-	ca := newTestCA(t)
-	caPEM, err := os.ReadFile(ca.path)
-	require.NoError(t, err)
-	notPEM := write("not.pem", "just text\n")
-	keyPEM := write("key.pem", string(caPEM)+"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
-	badCert := write("bad.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
-	commented := write("bundle.pem", "# operator bundle\n"+string(caPEM))
-
-	tests := []struct {
-		name string
-		edit func(*GateConfig)
-		want string // "" = valid; else the variable named in the error
-	}{
-		{name: "https", edit: func(c *GateConfig) {}},
-		{name: "disabled ignores the rest", edit: func(c *GateConfig) { c.URL, c.Timeout = "", -1 }},
-		{name: "http 127.0.0.1", edit: func(c *GateConfig) { c.URL = "http://127.0.0.1:8080/introspect" }},
-		{name: "http 127/8", edit: func(c *GateConfig) { c.URL = "http://127.9.9.9/" }},
-		{name: "http ::1", edit: func(c *GateConfig) { c.URL = "http://[::1]:9000/" }},
-		{name: "http localhost", edit: func(c *GateConfig) { c.URL = "http://LocalHost:9000/" }},
-		{name: "http private address", edit: func(c *GateConfig) { c.URL = "http://10.0.0.1/" }, want: "SVC_GATE_INTROSPECTION_URL"},
-		{name: "http name", edit: func(c *GateConfig) { c.URL = "http://portal.example.com/" }, want: "SVC_GATE_INTROSPECTION_URL"},
-		{name: "http localhost lookalike", edit: func(c *GateConfig) { c.URL = "http://localhost.example.com/" }, want: "SVC_GATE_INTROSPECTION_URL"},
-		{name: "other scheme", edit: func(c *GateConfig) { c.URL = "ftp://127.0.0.1/" }, want: "SVC_GATE_INTROSPECTION_URL"},
-		{name: "relative", edit: func(c *GateConfig) { c.URL = "/introspect" }, want: "SVC_GATE_INTROSPECTION_URL"},
-		{name: "unparseable", edit: func(c *GateConfig) { c.URL = "https://[::1" }, want: "SVC_GATE_INTROSPECTION_URL"},
-		{name: "credentials in URL", edit: func(c *GateConfig) { c.URL = "https://u:p@portal.example.com/" }, want: "SVC_GATE_INTROSPECTION_URL"},
-		{name: "cache 0", edit: func(c *GateConfig) { c.CacheSeconds = 0 }},
-		{name: "negative cache", edit: func(c *GateConfig) { c.CacheSeconds = -1 }, want: "SVC_GATE_INTROSPECTION_CACHE_SECONDS"},
-		{name: "cache above a day", edit: func(c *GateConfig) { c.CacheSeconds = 86401 }, want: "SVC_GATE_INTROSPECTION_CACHE_SECONDS"},
-		{name: "zero timeout", edit: func(c *GateConfig) { c.Timeout = 0 }, want: "SVC_GATE_INTROSPECTION_TIMEOUT"},
-		{name: "negative timeout", edit: func(c *GateConfig) { c.Timeout = -time.Second }, want: "SVC_GATE_INTROSPECTION_TIMEOUT"},
-		{name: "timeout above 60 s", edit: func(c *GateConfig) { c.Timeout = 61 * time.Second }, want: "SVC_GATE_INTROSPECTION_TIMEOUT"},
-		{name: "negative cache size", edit: func(c *GateConfig) { c.CacheSize = -1 }, want: "cache size"},
-		{name: "bearer", edit: func(c *GateConfig) { c.Auth = "Bearer s3cr3t-Tok" }},
-		{name: "basic", edit: func(c *GateConfig) { c.Auth = "Basic engine:s3cr3t-Tok" }},
-		{name: "unknown scheme", edit: func(c *GateConfig) { c.Auth = "Token s3cr3t-Tok" }, want: "SVC_GATE_INTROSPECTION_AUTH"},
-		{name: "bare token", edit: func(c *GateConfig) { c.Auth = "s3cr3t-Tok" }, want: "SVC_GATE_INTROSPECTION_AUTH"},
-		{name: "empty bearer", edit: func(c *GateConfig) { c.Auth = "Bearer " }, want: "SVC_GATE_INTROSPECTION_AUTH"},
-		{name: "bearer with space", edit: func(c *GateConfig) { c.Auth = "Bearer s3cr3t Tok" }, want: "SVC_GATE_INTROSPECTION_AUTH"},
-		{name: "bearer with newline", edit: func(c *GateConfig) { c.Auth = "Bearer s3cr3t-Tok\nX: y" }, want: "SVC_GATE_INTROSPECTION_AUTH"},
-		{name: "pre-encoded basic", edit: func(c *GateConfig) { c.Auth = "Basic czNjcjN0LVRvaw==" }, want: "SVC_GATE_INTROSPECTION_AUTH"},
-		{name: "basic without user", edit: func(c *GateConfig) { c.Auth = "Basic :s3cr3t-Tok" }, want: "SVC_GATE_INTROSPECTION_AUTH"},
-		{name: "basic with CR", edit: func(c *GateConfig) { c.Auth = "Basic engine:s3cr3t-Tok\r" }, want: "SVC_GATE_INTROSPECTION_AUTH"},
-		{name: "bundle with comment lines", edit: func(c *GateConfig) { c.CABundle = commented }},
-		{name: "missing bundle", edit: func(c *GateConfig) { c.CABundle = filepath.Join(dir, "absent.pem") }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
-		{name: "bundle not PEM", edit: func(c *GateConfig) { c.CABundle = notPEM }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
-		{name: "bundle with a key", edit: func(c *GateConfig) { c.CABundle = keyPEM }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
-		{name: "bundle with a bad certificate", edit: func(c *GateConfig) { c.CABundle = badCert }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := gateConfig("https://portal.example.com/oauth/introspect", ca)
-			tt.edit(&cfg)
-			err := cfg.Validate()
-			if tt.want == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
-			assert.NotContains(t, err.Error(), "s3cr3t")
-			_, err = NewIntrospector(cfg)
-			require.Error(t, err, "the constructor validates too")
-		})
-	}
-}
-
-func TestGateDisabledHasNoIntrospector(t *testing.T) {
-	cfg := GateConfig{Timeout: DefaultGateTimeout, CacheSeconds: DefaultGateCacheSeconds}
-	assert.False(t, cfg.Enabled())
-	_, err := NewIntrospector(cfg)
-	require.ErrorContains(t, err, "SVC_GATE_INTROSPECTION_URL")
 }
