@@ -105,11 +105,17 @@ func newWebhookSink(t *testing.T, secret string) (*webhookSink, string) {
 
 func (s *webhookSink) wait(t *testing.T, event string) map[string]any {
 	t.Helper()
+	return s.waitWhere(t, event, func(map[string]any) bool { return true })
+}
+
+// waitWhere waits for a delivery of event that also satisfies match.
+func (s *webhookSink) waitWhere(t *testing.T, event string, match func(map[string]any) bool) map[string]any {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		s.mu.Lock()
 		for _, ev := range s.events {
-			if ev["event"] == event {
+			if ev["event"] == event && match(ev) {
 				s.mu.Unlock()
 				return ev
 			}
@@ -117,7 +123,7 @@ func (s *webhookSink) wait(t *testing.T, event string) map[string]any {
 		s.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no %s webhook", event)
+	t.Fatalf("no matching %s webhook", event)
 	return nil
 }
 
@@ -231,8 +237,18 @@ func TestFreezeOverAPIAndCLI(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	assert.Contains(t, out, "not frozen")
 	assert.Equal(t, "allow", again.decide(t, envelope(map[string]any{"action.verb": "delete"})).str("decision"))
+	pri, ks = col.waitFrame(t, "kill_switch", `"cleared"`)
+	assert.Equal(t, "130", pri)
+	assert.Equal(t, "token:SVC_AUTH_TOKEN", ks["by"])
+	sink.waitWhere(t, "freeze.flipped", func(ev map[string]any) bool { return ev["frozen"] == false })
 	code, _ = cli("freeze", "sideways")
 	assert.NotEqual(t, 0, code)
+	again.stop(t)
+	var cleared bool
+	for _, rec := range auditLines(t, env["SVC_AUDIT_LOG"]) {
+		cleared = cleared || (rec["event"] == "freeze" && rec["frozen"] == false && rec["reason"] == "resolved")
+	}
+	assert.True(t, cleared, "the CLI's change is on record")
 }
 
 func TestFreezePinnedBySVCFreeze(t *testing.T) {

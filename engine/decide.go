@@ -67,7 +67,7 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (DecisionEvent, int) {
 	defer e.locks.lock(req.Envelope.Agent.SessionID)()
 	status := http.StatusOK
-	if err := e.decide(ctx, req.Envelope, out); err != nil {
+	if err := e.safeDecide(ctx, req.Envelope, out); err != nil {
 		status = e.failClosed(out, err)
 	}
 	ev := e.decisionEvent(req.Envelope, req, out)
@@ -77,6 +77,17 @@ func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (Decisio
 		ev = e.decisionEvent(req.Envelope, req, out)
 	}
 	return ev, status
+}
+
+// safeDecide runs decide and turns a panic in any part it calls (an
+// evaluator, a store) into a fault, so the deny it becomes is still audited.
+func (e *Engine) safeDecide(ctx context.Context, env *Envelope, out *outcome) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = internalFault("engine fault", fmt.Errorf("panic: %v", p))
+		}
+	}()
+	return e.decide(ctx, env, out)
 }
 
 // failClosed turns out into an engine-fault deny and logs the cause.

@@ -32,11 +32,18 @@ type pipeline struct {
 // newPipeline builds the engine over real SQLite, audit log and opa.
 func newPipeline(t *testing.T, opaBin string, obs engine.Observer) *pipeline {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
 	pack, cleanup, err := rego.Materialize()
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cleanup()) })
+	return newPipelineWith(t, engine.NewEvalEvaluator(opaBin, pack, 10*time.Second), obs)
+}
+
+// newPipelineWith builds the engine over real SQLite and audit log with the
+// given evaluator.
+func newPipelineWith(t *testing.T, eval engine.Evaluator, obs engine.Observer) *pipeline {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
 	db, err := ledger.Open(ctx, filepath.Join(dir, "svc.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })
@@ -48,7 +55,7 @@ func newPipeline(t *testing.T, opaBin string, obs engine.Observer) *pipeline {
 	store, err := holds.NewStore(ctx, db.SQL())
 	require.NoError(t, err)
 	e, err := engine.New(engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour}, engine.Deps{
-		Evaluator: engine.NewEvalEvaluator(opaBin, pack, 10*time.Second),
+		Evaluator: eval,
 		Budgets:   budgets, Holds: store, Recorder: audit, Observer: obs, Logger: zerolog.Nop(),
 	})
 	require.NoError(t, err)
@@ -70,6 +77,13 @@ func (p *pipeline) decide(t *testing.T, session, verb string, count int) engine.
 
 func (p *pipeline) decideIn(t *testing.T, session, verb string, count int, environment, reversibility, blast string) engine.Decision {
 	t.Helper()
+	d, _ := p.decideStatus(t, session, verb, count, environment, reversibility, blast)
+	return d
+}
+
+// decideStatus decides and returns the decision with its HTTP status.
+func (p *pipeline) decideStatus(t *testing.T, session, verb string, count int, environment, reversibility, blast string) (engine.Decision, int) {
+	t.Helper()
 	env, err := engine.ParseEnvelope(fmt.Appendf(nil, `{"svc_version":"0.2",
 		"agent":{"id":"agent-1","on_behalf_of":"human:alice","session_id":%q},
 		"action":{"namespace":"db","verb":%q,"ability":"db/x"},
@@ -79,8 +93,7 @@ func (p *pipeline) decideIn(t *testing.T, session, verb string, count int, envir
 		"meta":{"timestamp":"2026-01-01T00:00:00Z","nonce":"n","signature":"s"}}`,
 		session, verb, environment, count, reversibility, blast))
 	require.NoError(t, err)
-	d, _ := p.engine.Decide(context.Background(), engine.Request{Envelope: env, Received: time.Now()})
-	return d
+	return p.engine.Decide(context.Background(), engine.Request{Envelope: env, Received: time.Now()})
 }
 
 func (p *pipeline) totals(t *testing.T, session string) engine.Totals {
