@@ -58,6 +58,26 @@ func TestCanonicalVerb(t *testing.T) {
 	}
 }
 
+func TestFoldTable(t *testing.T) {
+	tests := map[string]string{
+		"Agent-7":               "agent-7",
+		"agent\u200b-7":         "agent-7", // zero-width space
+		"agent\u00ad-7\u200d":   "agent-7", // soft hyphen, zero-width joiner
+		"\ufeff agent-7 \t":     "agent-7", // BOM and spaces
+		"ＡＧＥＮＴ－７":               "agent-7", // fullwidth
+		"STRASSE":               "strasse",
+		"Straße":                "strasse",
+		"ǅ":                     "dž",
+		"agent\u0007-7":         "agent-7", // control character
+		"\u200b\u200c\u2060":    "",
+		"human\uff1a\u0041lice": "human:alice", // fullwidth colon
+		"c\u0430rol":            "carol",       // Cyrillic а
+	}
+	for in, want := range tests {
+		assert.Equal(t, want, Fold(in), "Fold(%q)", in)
+	}
+}
+
 func TestFold(t *testing.T) {
 	assert.Equal(t, Fold("Agent-7"), Fold("agent-7"))
 	assert.Equal(t, Fold("agent\u200b-7"), Fold("agent-7"))

@@ -2,10 +2,6 @@ package holds
 
 import (
 	"strings"
-	"unicode"
-
-	"golang.org/x/text/cases"
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/svc-dev/svc/engine"
 )
@@ -20,24 +16,9 @@ const (
 // maxPrincipalIDLen bounds a principal id, in bytes.
 const maxPrincipalIDLen = 256
 
-// fold reduces an identity to the form compared by four eyes: NFKC, no
-// control or format characters (zero-width spaces and the like), trimmed,
-// case-folded. A cases.Caser is stateful, hence one per call.
-func fold(s string) string {
-	s = norm.NFKC.String(s)
-	s = strings.Map(func(r rune) rune {
-		if unicode.In(r, unicode.Cc, unicode.Cf) {
-			return -1
-		}
-		return r
-	}, s)
-	s = cases.Fold().String(strings.TrimSpace(s))
-	return norm.NFKC.String(s)
-}
-
 // principalType returns the canonical principal type of s, if it is one.
 func principalType(s string) (string, bool) {
-	switch t := fold(s); t {
+	switch t := engine.Fold(s); t {
 	case TypeHuman, TypeAgent, TypeAutomation:
 		return t, true
 	}
@@ -47,7 +28,7 @@ func principalType(s string) (string, bool) {
 // bareID is the folded identity with one <type>: prefix removed, so that
 // "human:alice", "Alice" and "ａｌｉｃｅ" all name alice.
 func bareID(s string) string {
-	f := fold(s)
+	f := engine.Fold(s)
 	if t, rest, ok := strings.Cut(f, ":"); ok {
 		if _, known := principalType(t); known {
 			return strings.TrimSpace(rest)
