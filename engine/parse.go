@@ -96,6 +96,9 @@ func ParseEnvelope(body []byte) (*Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkKeys(body); err != nil {
+		return nil, err
+	}
 	var w wireEnvelope
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, typeError(err)

@@ -155,3 +155,29 @@ func FuzzParseEnvelope(f *testing.F) {
 		require.NoError(t, err)
 	})
 }
+
+func TestParseEnvelopeRefusesAmbiguousKeys(t *testing.T) {
+	base := string(readEnvelope(t, "minimal.json"))
+	cases := []struct {
+		name, body, field string
+	}{
+		{"duplicate top-level object", strings.Replace(base, `"target":`, `"target": {"environment": "dev"}, "target":`, 1), "target"},
+		{"case-variant top-level twin", strings.Replace(base, `"target":`, `"TARGET": {"environment": "dev"}, "target":`, 1), "TARGET"},
+		{"case-variant field alone", strings.Replace(base, `"target":`, `"Target":`, 1), "Target"},
+		{"duplicate nested field", strings.Replace(base, `"environment": "staging"`, `"environment": "staging", "environment": "dev"`, 1), "target.environment"},
+		{"case-variant nested field", strings.Replace(base, `"environment": "staging"`, `"Environment": "staging"`, 1), "target.Environment"},
+		{"zero-width twin", strings.Replace(base, `"id": "agent-7"`, `"id": "agent-7", "i\u200bd": "x"`, 1), "agent.i\u200bd"},
+		{"duplicate params key", strings.Replace(base, `"approval":`, `"params": {"cmd": "ls", "cmd": "rm -rf /"}, "approval":`, 1), "params.cmd"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseEnvelope([]byte(c.body))
+			var inv *InvalidEnvelope
+			require.ErrorAs(t, err, &inv)
+			assert.Equal(t, c.field, inv.Field)
+		})
+	}
+	ok := strings.Replace(base, `"approval":`, `"params": {"ID": 1, "id": 2}, "context": {"Mode": "x"}, "approval":`, 1)
+	_, err := ParseEnvelope([]byte(ok))
+	assert.NoError(t, err, "free-form maps keep keys that differ only in case")
+}
