@@ -26,7 +26,7 @@ type client struct {
 func newClient() (*client, error) {
 	p := &parser{v: newViper(clientDefaults)}
 	raw := p.str("core_url")
-	verify := verifyTLS(p.str("verify_ssl"))
+	verify := trueUnlessOptedOut(p.str("verify_ssl"))
 	timeout := p.seconds("client_timeout", time.Second, time.Hour)
 	if p.err != nil {
 		return nil, p.err
@@ -39,10 +39,6 @@ func newClient() (*client, error) {
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !verify} //nolint:gosec // explicit opt-out
 	return &client{base: u, token: p.str("core_token"), http: &http.Client{Transport: tr, Timeout: timeout}}, nil
 }
-
-// verifyTLS reads SVC_VERIFY_SSL: only an explicit false|0|no|off turns
-// certificate verification off.
-func verifyTLS(s string) bool { return verifiedApprover(s) }
 
 // apiError is an engine answer other than 2xx.
 type apiError struct {

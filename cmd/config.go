@@ -51,15 +51,16 @@ type Config struct {
 // reads every key from the environment.
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
-	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600", "audit_log": "",
-	"holds_path": "", "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
-	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true",
-	"resolution_policy": "", "gate_introspection_url": "", "gate_introspection_auth": "",
-	"gate_introspection_cache_seconds": "30", "gate_introspection_timeout": "5.0",
-	"gate_introspection_ca_bundle": "",
-	"syslog_enabled":               "false", "syslog_address": "", "syslog_protocol": "udp", "syslog_format": "json",
-	"syslog_facility": "local0", "syslog_tls_verify": "true", "syslog_tls_ca": "",
-	"webhook_url": "", "webhook_queue_size": "1000", "webhook_secret": "",
+	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600",
+	"audit_log": "", "holds_path": "", "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
+	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
+	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
+	"gate_introspection_cache_seconds": strconv.Itoa(engine.DefaultGateCacheSeconds),
+	"gate_introspection_timeout":       strconv.FormatFloat(engine.DefaultGateTimeout.Seconds(), 'f', -1, 64),
+	"syslog_enabled":                   "false", "syslog_address": "", "syslog_protocol": export.ProtocolUDP,
+	"syslog_format": export.FormatJSON, "syslog_facility": export.DefaultFacility, "syslog_tls_verify": "true",
+	"syslog_tls_ca": "", "webhook_url": "", "webhook_queue_size": strconv.Itoa(export.DefaultQueueSize),
+	"webhook_secret": "",
 }
 
 // newViper returns a viper reading SVC_* variables with every default set.
@@ -142,7 +143,7 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		AuthToken:      p.str("auth_token"),
 		LogLevel:       p.str("log_level"),
 		ResolverTokens: p.str("resolver_tokens"),
-		RequireVerify:  verifiedApprover(p.str("require_verified_approver")),
+		RequireVerify:  trueUnlessOptedOut(p.str("require_verified_approver")),
 		ResolutionPol:  p.str("resolution_policy"),
 		Gate: engine.GateConfig{
 			URL:          p.str("gate_introspection_url"),
@@ -179,10 +180,11 @@ func (p *parser) export() export.Config {
 	return c
 }
 
-// verifiedApprover reads SVC_REQUIRE_VERIFIED_APPROVER: only an explicit
-// false|0|no|off opts out; any other value reads as the default, true.
-func verifiedApprover(s string) bool {
-	switch strings.ToLower(s) {
+// trueUnlessOptedOut reads a safety setting whose spec-defined fallback is
+// on (SVC_REQUIRE_VERIFIED_APPROVER, SVC_VERIFY_SSL): only an explicit
+// false|0|no|off, in any case, opts out; any other value reads as true.
+func trueUnlessOptedOut(s string) bool {
+	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "false", "0", "no", "off":
 		return false
 	}

@@ -9,13 +9,9 @@ import (
 
 // newMetrics returns the metrics collector, which is the engine's Observer,
 // and the handler of GET /metrics. holds is counted by status at every
-// scrape; exp, when not nil, reports its export queues.
+// scrape; exp reports its export queues.
 func newMetrics(holds metrics.HoldCounter, exp *export.Exporter) (*metrics.Collector, http.Handler) {
-	src := metrics.Sources{Holds: holds}
-	if exp != nil {
-		src.Export = exportQueues{exp}
-	}
-	c := metrics.New(src)
+	c := metrics.New(metrics.Sources{Holds: holds, Export: exportQueues{exp}})
 	return c, c.Handler()
 }
 

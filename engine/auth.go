@@ -67,7 +67,7 @@ func (s *Server) holdsAuth(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if _, ok, err := s.identify(tok); err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		} else if ok {
 			next(w, r)

@@ -15,13 +15,11 @@ const (
 
 // Rule identifiers the engine itself produces (policy rules come from Rego).
 const (
-	RuleInternalError       = "svc.core/internal_error"
-	RuleFailClosed          = "svc.core/fail_closed"
-	RuleInvalidRequest      = "svc.core/invalid_request"
-	RuleHoldCreationFailed  = "svc.core/hold_creation_failed"
-	RuleHoldNotRedeemable   = "svc.core/hold_not_redeemable"
-	RuleApprovedResubmisson = "svc.policy/approved_resubmission"
-	RuleFrozen              = "svc.policy/frozen"
+	RuleInternalError        = "svc.core/internal_error"
+	RuleInvalidRequest       = "svc.core/invalid_request"
+	RuleHoldCreationFailed   = "svc.core/hold_creation_failed"
+	RuleHoldNotRedeemable    = "svc.core/hold_not_redeemable"
+	RuleApprovedResubmission = "svc.policy/approved_resubmission"
 )
 
 // Reason codes of a refused re-submission (spec §3, §7).

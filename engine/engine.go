@@ -16,7 +16,6 @@ type Config struct {
 	Version string        // svc version, carried in events
 	Window  time.Duration // rolling window of session budgets
 	HoldTTL time.Duration // lifetime of a new hold
-	Frozen  bool          // initial kill-switch state
 }
 
 // Deps are the parts the engine consumes. Publisher and Observer may be nil
@@ -55,7 +54,6 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		deps.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, deps: deps, locks: newSessionLocks()}
-	e.frozen.Store(cfg.Frozen)
 	return e, nil
 }
 

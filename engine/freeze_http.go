@@ -24,7 +24,7 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 			unauthorized(w)
 			return
 		}
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
@@ -39,12 +39,12 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Frozen == nil {
-		writeError(w, invalidParam("frozen", "is required and must be a boolean"))
+		s.writeError(w, InvalidField("frozen", "is required and must be a boolean"))
 		return
 	}
 	view, err := s.kill.Set(r.Context(), *body.Frozen, Clean(body.Reason), by)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, view)

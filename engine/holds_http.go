@@ -20,8 +20,11 @@ var holdStatuses = map[string]bool{HoldPending: true, HoldApproved: true, HoldRe
 
 var digits = regexp.MustCompile(`^[0-9]{1,7}$`)
 
-func invalidParam(field, reason string) *Error {
-	return &Error{Code: EINVALID, Message: reason, Fields: map[string]any{"field": field, "reason": reason}}
+// InvalidField is the 400 of a request value at fault:
+// {error: invalid_request, field, reason}.
+func InvalidField(field, reason string) *Error {
+	return &Error{Code: EINVALID, Message: field + ": " + reason,
+		Fields: map[string]any{"field": field, "reason": reason}}
 }
 
 // holdQuery parses status, limit and cursor strictly: a parameter given
@@ -34,19 +37,19 @@ func holdQuery(q url.Values) (HoldQuery, error) {
 			continue
 		}
 		if len(vals) != 1 || vals[0] == "" {
-			return out, invalidParam(name, "must be given once, with a value")
+			return out, InvalidField(name, "must be given once, with a value")
 		}
 		v := vals[0]
 		switch name {
 		case "status":
 			if !holdStatuses[v] {
-				return out, invalidParam(name, "must be one of pending, approved, rejected, expired, consumed, all")
+				return out, InvalidField(name, "must be one of pending, approved, rejected, expired, consumed, all")
 			}
 			out.Status = v
 		case "limit":
 			n, err := strconv.Atoi(v)
 			if !digits.MatchString(v) || err != nil || n < 1 || n > MaxHoldLimit {
-				return out, invalidParam(name, "must be an integer from 1 to 1000")
+				return out, InvalidField(name, "must be an integer from 1 to 1000")
 			}
 			out.Limit = n
 		case "cursor":
@@ -59,13 +62,13 @@ func holdQuery(q url.Values) (HoldQuery, error) {
 func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
 	q, err := holdQuery(r.URL.Query())
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	q.Now = s.engine.deps.Now()
 	page, err := s.holds.List(r.Context(), q)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	if page.Items == nil {
@@ -77,7 +80,7 @@ func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
 	h, err := s.holds.Get(r.Context(), r.PathValue("id"), s.engine.deps.Now())
 	if err != nil {
-		writeError(w, notFoundHold(err, r.PathValue("id")))
+		s.writeError(w, notFoundHold(err, r.PathValue("id")))
 		return
 	}
 	writeJSON(w, http.StatusOK, h)
@@ -123,7 +126,7 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	h, err := s.resolver.Resolve(r.Context(), req)
 	if err != nil {
-		writeError(w, notFoundHold(err, req.HoldID))
+		s.writeError(w, notFoundHold(err, req.HoldID))
 		return
 	}
 	writeJSON(w, http.StatusOK, h)

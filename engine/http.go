@@ -158,8 +158,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
 }
 
-// writeError renders an *Error (or any error as internal_error).
-func writeError(w http.ResponseWriter, err error) {
+// writeError renders an *Error (or any error as internal_error); a server
+// fault is logged here, once, with its cause, which the body never carries.
+func (s *Server) writeError(w http.ResponseWriter, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = &Error{Code: EINTERNAL, Message: "internal error"}
@@ -175,7 +176,11 @@ func writeError(w http.ResponseWriter, err error) {
 	if _, ok := body["reason"]; !ok && e.Message != "" {
 		body["reason"] = e.Message
 	}
-	writeJSON(w, statusOf(e.Code), body)
+	status := statusOf(e.Code)
+	if status >= http.StatusInternalServerError {
+		s.log.Error().Err(err).Msg("request failed")
+	}
+	writeJSON(w, status, body)
 }
 
 // bearer returns the bearer token of the request, "" if none.

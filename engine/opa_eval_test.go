@@ -380,3 +380,6 @@ func TestOPASnippet(t *testing.T) {
 		})
 	}
 }
+
+// RuleFrozen is the bundled pack's kill-switch rule, which the tests expect.
+const RuleFrozen = "svc.policy/frozen"

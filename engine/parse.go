@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,11 +91,8 @@ var knownTopLevel = []string{"svc_version", "agent", "action", "target", "params
 // It returns ErrInvalidJSON for malformed JSON and *InvalidEnvelope for a
 // document that breaks the envelope contract (docs/api.md).
 func ParseEnvelope(body []byte) (*Envelope, error) {
-	top, err := decodeTop(body)
+	unknown, err := scanKeys(body)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkKeys(body); err != nil {
 		return nil, err
 	}
 	var w wireEnvelope
@@ -107,31 +103,22 @@ func ParseEnvelope(body []byte) (*Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range top {
-		if !slices.Contains(knownTopLevel, k) {
-			if env.Extra == nil {
-				env.Extra = map[string]json.RawMessage{}
-			}
-			env.Extra[k] = v
-		}
+	if len(unknown) > 0 {
+		env.Extra = extraFields(body, unknown)
 	}
 	return env, nil
 }
 
-func decodeTop(body []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, ErrInvalidJSON
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, ErrInvalidJSON
-	}
+// extraFields returns the raw values of the unknown top-level keys of an
+// already validated document.
+func extraFields(body []byte, keys []string) map[string]json.RawMessage {
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
-		return nil, &InvalidEnvelope{Field: "(root)", Reason: "must be a JSON object"}
+	_ = json.Unmarshal(body, &top) // scanKeys validated the document
+	extra := make(map[string]json.RawMessage, len(keys))
+	for _, k := range keys {
+		extra[k] = top[k]
 	}
-	return top, nil
+	return extra
 }
 
 func typeError(err error) error {

@@ -122,7 +122,8 @@ func TestParseEnvelopeAxesCaseFolded(t *testing.T) {
 }
 
 func TestParseEnvelopeInvalidJSON(t *testing.T) {
-	for _, body := range []string{"", "{", "{\"agent\":", "nul", "{} {}", "{}x", "\x00"} {
+	for _, body := range []string{"", "{", "{\"agent\":", "nul", "{} {}", "{}x", "\x00",
+		`{"agent": {}, "agent": {}, "x": }`} { // malformed JSON wins over an earlier duplicate key
 		_, err := ParseEnvelope([]byte(body))
 		assert.ErrorIs(t, err, ErrInvalidJSON, "body %q", body)
 	}

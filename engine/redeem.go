@@ -39,7 +39,7 @@ func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now ti
 	if err != nil {
 		return internalFault("hold store unavailable", err)
 	}
-	out.Decision.Decision, out.Rule = Allow, RuleApprovedResubmisson
+	out.Decision.Decision, out.Rule = Allow, RuleApprovedResubmission
 	out.Reason = "hold " + id + " was approved; this re-submission redeems it (single use)"
 	out.HoldID, out.ParentDecisionID, out.redeemed = id, h.DecisionID, &consumed
 	e.charge(env, out, now)

@@ -19,8 +19,8 @@ type Config struct {
 	// {token: {type, id}} or the path of a JSON file of that shape, re-read
 	// on every use. "" configures no resolver credentials.
 	ResolverTokens string
-	// RequireVerified is SVC_REQUIRE_VERIFIED_APPROVER (see
-	// ParseRequireVerified); when false an approver may assert its
+	// RequireVerified is SVC_REQUIRE_VERIFIED_APPROVER; when false an
+	// approver may assert its
 	// principal and the record says decided_by_verified: false.
 	RequireVerified bool
 	// ResolutionPolicy is SVC_RESOLUTION_POLICY: JSON {rule: [types]} with
@@ -51,17 +51,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// ParseRequireVerified reads SVC_REQUIRE_VERIFIED_APPROVER: false, 0, no
-// and off (any case, surrounding space ignored) opt out; anything else,
-// the empty string included, reads as true.
-func ParseRequireVerified(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "false", "0", "no", "off":
-		return false
-	}
-	return true
 }
 
 // policy says which principal types may resolve the holds of which rule.

@@ -10,16 +10,6 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
-func TestParseRequireVerified(t *testing.T) {
-	tests := map[string]bool{
-		"": true, "true": true, "1": true, "yes": true, "on": true, "maybe": true, "fals": true, "nope": true,
-		"false": false, "FALSE": false, " False ": false, "0": false, "no": false, "NO": false, "off": false, "Off": false,
-	}
-	for in, want := range tests {
-		require.Equal(t, want, ParseRequireVerified(in), "ParseRequireVerified(%q)", in)
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	dir := t.TempDir()
 	good := writeTokens(t, dir, testTokens)

@@ -18,7 +18,7 @@ var (
 	ErrActorIsApprover   = &engine.Error{Code: engine.EFORBIDDEN, Name: "actor_is_approver"}
 	ErrTypeNotAllowed    = &engine.Error{Code: engine.EFORBIDDEN, Name: "principal_type_not_allowed"}
 	ErrTokensUnavailable = &engine.Error{Code: engine.EINTERNAL, Name: "resolver_tokens_unavailable"}
-	ErrAuditUnavailable  = &engine.Error{Code: engine.EINTERNAL, Name: "audit_unavailable"}
+	ErrAuditUnavailable  = engine.ErrAuditUnavailable
 )
 
 // Why values of a principal_not_verified remedy (spec §7).
@@ -40,11 +40,6 @@ type remedy struct {
 
 func derive(sentinel *engine.Error, msg string, fields map[string]any) *engine.Error {
 	return &engine.Error{Code: sentinel.Code, Name: sentinel.Name, Message: msg, Fields: fields}
-}
-
-func invalid(field, reason string) *engine.Error {
-	return &engine.Error{Code: engine.EINVALID, Message: field + ": " + reason,
-		Fields: map[string]any{"field": field, "reason": reason}}
 }
 
 func notFound(id string) *engine.Error {

@@ -57,11 +57,11 @@ func isActor(a engine.Agent, p engine.Principal) bool {
 func canonicalPrincipal(p engine.Principal) (engine.Principal, error) {
 	t, ok := principalType(p.Type)
 	if !ok {
-		return engine.Principal{}, invalid("principal", "type must be human, agent or automation")
+		return engine.Principal{}, engine.InvalidField("principal", "type must be human, agent or automation")
 	}
 	id := strings.TrimSpace(p.ID)
 	if bareID(id) == "" || len(id) > maxPrincipalIDLen {
-		return engine.Principal{}, invalid("principal", "id must be a non-empty identity of at most 256 bytes")
+		return engine.Principal{}, engine.InvalidField("principal", "id must be a non-empty identity of at most 256 bytes")
 	}
 	return engine.Principal{Type: t, ID: id}, nil
 }

@@ -83,14 +83,14 @@ func validateQuery(q engine.HoldQuery) (string, int, error) {
 	case statusAll, engine.HoldPending, engine.HoldApproved, engine.HoldRejected,
 		engine.HoldExpired, engine.HoldConsumed:
 	default:
-		return "", 0, invalid("status", "must be one of pending, approved, rejected, expired, consumed, all")
+		return "", 0, engine.InvalidField("status", "must be one of pending, approved, rejected, expired, consumed, all")
 	}
 	limit := q.Limit
 	if limit == 0 {
 		limit = DefaultLimit
 	}
 	if limit < 1 || limit > MaxLimit {
-		return "", 0, invalid("limit", fmt.Sprintf("must be an integer from 1 to %d", MaxLimit))
+		return "", 0, engine.InvalidField("limit", fmt.Sprintf("must be an integer from 1 to %d", MaxLimit))
 	}
 	return status, limit, nil
 }
@@ -121,7 +121,7 @@ func (s *Store) encodeCursor(c cursor) string {
 }
 
 func (s *Store) decodeCursor(raw, status string) (cursor, error) {
-	forged := invalid("cursor", "not a cursor issued by this server, or altered")
+	forged := engine.InvalidField("cursor", "not a cursor issued by this server, or altered")
 	if len(raw) > maxCursorLen {
 		return cursor{}, forged
 	}
@@ -142,7 +142,7 @@ func (s *Store) decodeCursor(raw, status string) (cursor, error) {
 		return cursor{}, forged
 	}
 	if c.Status != status {
-		return cursor{}, invalid("cursor", fmt.Sprintf("issued for status %q, not %q", c.Status, status))
+		return cursor{}, engine.InvalidField("cursor", fmt.Sprintf("issued for status %q, not %q", c.Status, status))
 	}
 	return c, nil
 }

@@ -105,7 +105,7 @@ func (s *Service) Resolve(ctx context.Context, r engine.ResolveRequest) (engine.
 
 func requestedStatus(r engine.ResolveRequest) (string, error) {
 	if len(r.Reason) > MaxReasonBytes {
-		return "", invalid("reason", fmt.Sprintf("at most %d bytes", MaxReasonBytes))
+		return "", engine.InvalidField("reason", fmt.Sprintf("at most %d bytes", MaxReasonBytes))
 	}
 	switch r.Decision {
 	case DecisionApprove:
@@ -113,7 +113,7 @@ func requestedStatus(r engine.ResolveRequest) (string, error) {
 	case DecisionReject:
 		return engine.HoldRejected, nil
 	}
-	return "", invalid("decision", "must be approve or reject")
+	return "", engine.InvalidField("decision", "must be approve or reject")
 }
 
 // identify establishes the approver: the principal bound to the credential
@@ -134,7 +134,7 @@ func (s *Service) identify(r engine.ResolveRequest, holdID string) (engine.Princ
 		return engine.Principal{}, false, notVerified(holdID, why, r.Asserted)
 	}
 	if r.Asserted == nil {
-		return engine.Principal{}, false, invalid("principal",
+		return engine.Principal{}, false, engine.InvalidField("principal",
 			"required: {type, id} of the approver, since approver verification is off")
 	}
 	p, err := canonicalPrincipal(*r.Asserted)
@@ -180,9 +180,7 @@ func (s *Service) revert(ctx context.Context, id string, res Resolution, auditEr
 func (s *Service) Identify(token string) (engine.Principal, bool, error) {
 	toks, err := loadTokens(s.cfg.ResolverTokens)
 	if err != nil {
-		uerr := tokensUnavailable(err)
-		s.log.Error().Err(uerr).Msg("resolver credentials unavailable")
-		return engine.Principal{}, false, uerr
+		return engine.Principal{}, false, tokensUnavailable(err)
 	}
 	p, ok := toks.lookup(token)
 	return p, ok, nil

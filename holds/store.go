@@ -81,15 +81,15 @@ func (s *Store) Create(ctx context.Context, h engine.Hold) error {
 func validateNew(h engine.Hold) error {
 	switch {
 	case strings.TrimSpace(h.ID) == "":
-		return invalid("id", "a hold needs an id")
+		return engine.InvalidField("id", "a hold needs an id")
 	case h.Status != "" && h.Status != engine.HoldPending:
-		return invalid("status", "a new hold is pending")
+		return engine.InvalidField("status", "a new hold is pending")
 	case h.Rule == "":
-		return invalid("rule", "a hold needs the rule that created it")
+		return engine.InvalidField("rule", "a hold needs the rule that created it")
 	case h.Envelope == nil:
-		return invalid("envelope", "a hold needs its envelope")
+		return engine.InvalidField("envelope", "a hold needs its envelope")
 	case !h.ExpiresTS.After(h.CreatedTS):
-		return invalid("expires_ts", "a hold must expire after it is created")
+		return engine.InvalidField("expires_ts", "a hold must expire after it is created")
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ type Resolution struct {
 func (s *Store) Resolve(ctx context.Context, id string, res Resolution) (engine.Hold, error) {
 	if res.Status != engine.HoldApproved && res.Status != engine.HoldRejected {
 		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", id,
-			invalid("decision", "a resolution approves or rejects"))
+			engine.InvalidField("decision", "a resolution approves or rejects"))
 	}
 	now := res.Now.UnixMilli()
 	hs, err := s.queryHolds(ctx, res.Now, `UPDATE holds SET status = ?, decided_by_type = ?,
@@ -72,7 +72,7 @@ func (s *Store) unresolve(ctx context.Context, id string, res Resolution) error 
 func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Time) (engine.Hold, error) {
 	if decisionID == "" {
 		return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id,
-			invalid("decision_id", "a consumption names the decision that redeems the hold"))
+			engine.InvalidField("decision_id", "a consumption names the decision that redeems the hold"))
 	}
 	ms := now.UnixMilli()
 	hs, err := s.queryHolds(ctx, now, `UPDATE holds SET status = 'consumed', consumed_ms = ?,

@@ -105,8 +105,8 @@ func (a *Audit) Record(ctx context.Context, kind string, record any) error {
 // not nil) in the same batch: the lines in one write and fsync, the mirror
 // rows and the charge in one transaction. It returns once all are durable;
 // an error means c was not stored and, as with Record, that the records may
-// be missing. A charge of all zeros is not stored; an invalid one (see
-// Budgets.Charge) fails before anything is written.
+// be missing. A charge of all zeros is not stored; an invalid one (no
+// session or time, a negative count) fails before anything is written.
 func (a *Audit) Commit(ctx context.Context, records []engine.AuditRecord, c *engine.Charge) error {
 	if len(records) == 0 {
 		return errors.New("commit audit: no record")

@@ -59,41 +59,28 @@ func BenchmarkAuditRecordParallel(b *testing.B) {
 	}
 }
 
-// BenchmarkDecisionCommit compares what an allow costs the ledger: a charge
-// commit followed by its audit record (two transactions, three fsyncs), and
-// Commit (the charge rides in the record's batch: one transaction).
+// BenchmarkDecisionCommit measures what an allow costs the ledger: its
+// audit record and its charge in one Commit (one transaction, shared by
+// concurrent callers).
 //
 //	go test -run '^$' -bench DecisionCommit ./ledger
 func BenchmarkDecisionCommit(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
-		joint   bool
 		callers int // per GOMAXPROCS; 0 means one caller in all
 	}{
-		{"charge+record/callers=1", false, 0},
-		{"commit/callers=1", true, 0},
-		{"charge+record/callers=8xGOMAXPROCS", false, 8},
-		{"commit/callers=8xGOMAXPROCS", true, 8},
+		{"callers=1", 0},
+		{"callers=8xGOMAXPROCS", 8},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			db := openDB(b)
-			budgets, err := ledger.NewBudgets(context.Background(), db)
-			if err != nil {
-				b.Fatal(err)
-			}
 			a := newAudit(b, db, filepath.Join(b.TempDir(), "audit.jsonl"))
 			var seq atomic.Int64
 			commit := func() error {
-				ctx, n := context.Background(), seq.Add(1)
+				n := seq.Add(1)
 				c := engine.Charge{SessionID: fmt.Sprintf("s-%d", n%100), DecisionID: fmt.Sprint(n),
 					At: time.Now(), Totals: engine.Totals{Objects: 1}}
-				if bc.joint {
-					return a.Commit(ctx, []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, &c)
-				}
-				if err := budgets.Charge(ctx, c); err != nil {
-					return err
-				}
-				return a.Record(ctx, engine.EventDecision, decision(c.DecisionID))
+				return a.Commit(context.Background(), []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, &c)
 			}
 			runCallers(b, bc.callers, commit)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
@@ -131,15 +118,17 @@ func runCallers(b *testing.B, callers int, fn func() error) {
 //	go test -run '^$' -bench Totals ./ledger
 func BenchmarkTotals(b *testing.B) {
 	ctx := context.Background()
-	budgets, err := ledger.NewBudgets(ctx, openDB(b))
+	db := openDB(b)
+	budgets, err := ledger.NewBudgets(ctx, db)
 	if err != nil {
 		b.Fatal(err)
 	}
+	a := newAudit(b, db, "")
 	now := time.Now()
 	for i := range 500 {
 		c := engine.Charge{SessionID: "s", DecisionID: fmt.Sprint(i), At: now.Add(-time.Duration(i) * time.Second),
 			Totals: engine.Totals{Deletes: 1, Objects: 2}}
-		if err := budgets.Charge(ctx, c); err != nil {
+		if err := a.Commit(ctx, []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, &c); err != nil {
 			b.Fatal(err)
 		}
 	}

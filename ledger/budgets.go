@@ -12,16 +12,16 @@ import (
 
 var _ engine.Budgets = (*Budgets)(nil)
 
-// Budgets is the per-session ledger of charges. Each charge is its own row,
+// Budgets reads the per-session ledger of charges. Each charge is its own row,
 // so a session's totals over any window are a sum over an index range and
 // the rolling window needs no bucket maintenance; Prune bounds the table.
 type Budgets struct {
-	db                    *DB
-	totals, charge, prune *sql.Stmt
+	db            *DB
+	totals, prune *sql.Stmt
 }
 
-// insertCharge stores one charge; Budgets.Charge and Audit.Commit
-// both use it.
+// insertCharge stores one charge. Charges are written only by
+// Audit.Commit, with the decision record they belong to.
 const insertCharge = `INSERT INTO charges (session_id, decision_id, at_ms, deletes, external_sends, objects)
 	VALUES (?, ?, ?, ?, ?, ?)`
 
@@ -34,7 +34,6 @@ func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 	}{
 		{&b.totals, `SELECT COALESCE(SUM(deletes), 0), COALESCE(SUM(external_sends), 0), COALESCE(SUM(objects), 0)
 			FROM charges WHERE session_id = ? AND at_ms >= ?`},
-		{&b.charge, insertCharge},
 		{&b.prune, `DELETE FROM charges WHERE at_ms < ?`},
 	} {
 		stmt, err := db.prepare(ctx, p.query)
@@ -55,25 +54,6 @@ func (b *Budgets) Totals(ctx context.Context, sessionID string, since time.Time)
 		return engine.Totals{}, fmt.Errorf("budget totals of session %q: %w", sessionID, err)
 	}
 	return t, nil
-}
-
-// Charge records c. A charge of all zeros adds nothing to any total and is
-// not stored. A charge without a session or time, or with a negative count,
-// is refused: stored, it would escape or lower the totals it belongs to.
-func (b *Budgets) Charge(ctx context.Context, c engine.Charge) error {
-	if err := validCharge(c); err != nil {
-		return fmt.Errorf("charge session %q decision %q: %w", c.SessionID, c.DecisionID, err)
-	}
-	if c.Totals == (engine.Totals{}) {
-		return nil
-	}
-	err := b.db.write(ctx, func(tx *sql.Tx) error {
-		return execCharge(ctx, tx.StmtContext(ctx, b.charge), c)
-	})
-	if err != nil {
-		return fmt.Errorf("charge session %q decision %q: %w", c.SessionID, c.DecisionID, err)
-	}
-	return nil
 }
 
 // execCharge runs insertCharge for c.
