@@ -60,15 +60,15 @@ func (a *app) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	audit, err := ledger.NewAudit(ctx, db, cfg.AuditLog, log)
-	if err != nil {
-		return err
-	}
-	a.closers = append(a.closers, audit.Close)
 	store, err := holds.NewStore(ctx, db.SQL())
 	if err != nil {
 		return err
 	}
+	audit, err := ledger.NewAudit(ctx, db, cfg.AuditLog, store, log)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, audit.Close)
 	resolver, err := holds.NewService(store, holds.Config{
 		ResolverTokens: cfg.ResolverTokens, RequireVerified: cfg.RequireVerify, ResolutionPolicy: cfg.ResolutionPol,
 	}, audit, a.exporter, log)

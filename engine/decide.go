@@ -34,9 +34,10 @@ func internalFault(reason string, err error) *fault {
 // outcome is the working state of one decision.
 type outcome struct {
 	Decision
-	created  *Hold   // hold created by this decision
-	redeemed *Hold   // hold consumed by this decision
-	charge   *Charge // charge of an allow, committed with its audit record
+	created  *Hold        // hold created by this decision, stored by its commit
+	redeemed *Hold        // hold consumed by this decision, as its commit leaves it
+	consume  *Consumption // the consumption of redeemed, made by the commit
+	charge   *Charge      // charge of an allow, committed with its audit record
 }
 
 // Decide runs the pipeline for one envelope and returns the decision and
@@ -64,19 +65,55 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 }
 
 // settle decides and puts the decision on record under the session's lock.
+// The hold a decision creates or consumes is written by the same commit as
+// its record; when that write fails (or a concurrent re-submission consumed
+// the hold first) the decision becomes a deny, which is committed instead.
 func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (DecisionEvent, int) {
 	defer e.locks.lock(req.Envelope.Agent.SessionID)()
 	status := http.StatusOK
 	if err := e.safeDecide(ctx, req.Envelope, out); err != nil {
 		status = e.failClosed(out, err)
 	}
-	ev := e.decisionEvent(req.Envelope, req, out)
-	records := append([]AuditRecord{{Kind: EventDecision, Body: ev}}, e.holdRecords(out)...)
-	if err := e.deps.Recorder.Commit(ctx, records, out.charge); err != nil {
+	ev, err := e.commit(ctx, req, out)
+	if err != nil && (out.created != nil || out.consume != nil) {
+		status = e.holdWriteFailed(ctx, out, err)
+		ev, err = e.commit(ctx, req, out)
+	}
+	if err != nil {
 		status = e.failClosed(out, internalFault("audit record could not be written", err))
 		ev = e.decisionEvent(req.Envelope, req, out)
 	}
 	return ev, status
+}
+
+// commit puts the decision on record: its audit records, its charge and its
+// hold write, in one Journal commit.
+func (e *Engine) commit(ctx context.Context, req Request, out *outcome) (DecisionEvent, error) {
+	ev := e.decisionEvent(req.Envelope, req, out)
+	err := e.deps.Recorder.Commit(ctx, Entry{
+		Records: append([]AuditRecord{{Kind: EventDecision, Body: ev}}, e.holdRecords(out)...),
+		Charge:  out.charge, Create: out.created, Consume: out.consume,
+	})
+	return ev, err
+}
+
+// holdWriteFailed turns a decision whose hold write failed into a deny: a
+// refusal when a concurrent re-submission consumed the hold first (or it
+// lapsed meanwhile), else an engine fault.
+func (e *Engine) holdWriteFailed(ctx context.Context, out *outcome, err error) int {
+	if c := out.consume; c != nil && errors.Is(err, ErrConflict) {
+		out.HoldID, out.ParentDecisionID = "", ""
+		out.redeemed, out.consume, out.charge = nil, nil, nil
+		if err := e.lostRace(ctx, out, c.HoldID, e.deps.Now()); err != nil {
+			return e.failClosed(out, err)
+		}
+		return http.StatusOK
+	}
+	f := internalFault("hold could not be redeemed", err)
+	if out.created != nil {
+		f = &fault{rule: RuleHoldCreationFailed, reason: "hold could not be persisted", err: err}
+	}
+	return e.failClosed(out, f)
 }
 
 // safeDecide runs decide and turns a panic in any part it calls (an
@@ -99,7 +136,7 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 	e.deps.Logger.Error().Err(err).Str("decision_id", out.DecisionID).Str("rule", f.rule).Msg("decision failed closed")
 	out.Decision.Decision, out.Rule, out.Reason = Deny, f.rule, f.reason+"; denied (fail closed)"
 	out.HoldID, out.ExpiresTS, out.ParentDecisionID = "", "", ""
-	out.created, out.redeemed, out.charge = nil, nil, nil
+	out.created, out.redeemed, out.consume, out.charge = nil, nil, nil, nil
 	return http.StatusInternalServerError
 }
 
@@ -121,7 +158,7 @@ func (e *Engine) decide(ctx context.Context, env *Envelope, out *outcome) error 
 	case env.Approval.Present:
 		return e.redeem(ctx, env, out, now)
 	case v.Decision == RequireApproval:
-		return e.createHold(ctx, env, out, now)
+		return e.createHold(env, out, now)
 	}
 	e.charge(env, out, now)
 	return nil
@@ -175,7 +212,7 @@ func (e *Engine) charge(env *Envelope, out *outcome, now time.Time) {
 	out.charge = &Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
 }
 
-func (e *Engine) createHold(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {
+func (e *Engine) createHold(env *Envelope, out *outcome, now time.Time) error {
 	paramsHash, err := env.ParamsHash()
 	if err != nil {
 		return &fault{rule: RuleHoldCreationFailed, reason: "hold could not be persisted", err: err}
@@ -184,9 +221,6 @@ func (e *Engine) createHold(ctx context.Context, env *Envelope, out *outcome, no
 		ID: NewID(), Status: HoldPending, Rule: out.Rule, Reason: out.Reason, Envelope: env,
 		EnvelopeHash: out.EnvelopeHash, ParamsHash: paramsHash,
 		CreatedTS: now, ExpiresTS: now.Add(e.cfg.HoldTTL), DecisionID: out.DecisionID,
-	}
-	if err := e.deps.Holds.Create(ctx, h); err != nil {
-		return &fault{rule: RuleHoldCreationFailed, reason: "hold could not be persisted", err: err}
 	}
 	out.HoldID, out.ExpiresTS, out.created = h.ID, FormatTime(h.ExpiresTS), &h
 	return nil

@@ -27,6 +27,7 @@ type pipeline struct {
 	db      *ledger.DB
 	budgets *ledger.Budgets
 	audit   *ledger.Audit
+	holds   *holds.Store
 }
 
 // newPipeline builds the engine over real SQLite, audit log and opa.
@@ -49,17 +50,17 @@ func newPipelineWith(t *testing.T, eval engine.Evaluator, obs engine.Observer) *
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })
 	budgets, err := ledger.NewBudgets(ctx, db)
 	require.NoError(t, err)
-	audit, err := ledger.NewAudit(ctx, db, filepath.Join(dir, "audit.jsonl"), zerolog.Nop())
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, audit.Close()) })
 	store, err := holds.NewStore(ctx, db.SQL())
 	require.NoError(t, err)
+	audit, err := ledger.NewAudit(ctx, db, filepath.Join(dir, "audit.jsonl"), store, zerolog.Nop())
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, audit.Close()) })
 	e, err := engine.New(engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour}, engine.Deps{
 		Evaluator: eval,
 		Budgets:   budgets, Holds: store, Recorder: audit, Observer: obs, Logger: zerolog.Nop(),
 	})
 	require.NoError(t, err)
-	return &pipeline{engine: e, db: db, budgets: budgets, audit: audit}
+	return &pipeline{engine: e, db: db, budgets: budgets, audit: audit, holds: store}
 }
 
 func realOPA(t *testing.T) string {

@@ -49,16 +49,33 @@ type AuditRecord struct {
 	Body any
 }
 
-// Journal is the Recorder of the decide path: it commits all the records
-// of one decision (the decision, the hold transition it caused) and the
-// charge of an allow as one durable step, so no charge exists without its
-// decision on record and a decision costs one commit.
+// Journal is the Recorder of the decide path: it commits everything one
+// decision writes as one durable step, so a decision costs one commit and
+// nothing it wrote exists without its record.
 type Journal interface {
 	Recorder
-	// Commit records records in order and stores c (when not nil) in the
-	// same commit; it returns only once all are durable, and an error means
-	// nothing of it was stored.
-	Commit(ctx context.Context, records []AuditRecord, c *Charge) error
+	// Commit records the entry's records in order and, in the same
+	// transaction, stores its charge and creates or consumes its hold; it
+	// returns only once all are durable, and an error means nothing of it
+	// was stored. A consumption of a hold that is no longer approved and
+	// unexpired fails with ErrConflict.
+	Commit(ctx context.Context, e Entry) error
+}
+
+// Entry is what one decision puts on record.
+type Entry struct {
+	Records []AuditRecord
+	Charge  *Charge      // the charge of an allow; nil when none
+	Create  *Hold        // the hold a require_approval raises; nil when none
+	Consume *Consumption // the approved hold a re-submission redeems; nil when none
+}
+
+// Consumption redeems an approved hold: a compare-and-set from approved and
+// unexpired (at At) to consumed by the decision DecisionID.
+type Consumption struct {
+	HoldID     string
+	DecisionID string
+	At         time.Time
 }
 
 // Publisher hands an event to the export queues. It never blocks and never
@@ -127,15 +144,12 @@ type HoldPage struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
-// Holds is the durable hold store. Get and List report a pending or approved
-// hold whose expiry has passed as expired. Consume is a single
-// compare-and-set from approved (and unexpired) to consumed; it returns
-// ErrConflict when the hold was not in that state.
+// Holds reads the durable hold store; the decision path writes holds
+// through Journal.Commit. Get and List report a pending or approved hold
+// whose expiry has passed as expired.
 type Holds interface {
-	Create(ctx context.Context, h Hold) error
 	Get(ctx context.Context, id string, now time.Time) (Hold, error)
 	List(ctx context.Context, q HoldQuery) (HoldPage, error)
-	Consume(ctx context.Context, id, decisionID string, now time.Time) (Hold, error)
 }
 
 // ResolveRequest is a request to approve or reject a hold, as received on

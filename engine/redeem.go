@@ -8,8 +8,9 @@ import (
 
 // redeem spends an approved hold on a re-submission. The hold must exist,
 // be bound to the same envelope hash, parameters and actor, and be approved
-// and unexpired; consumption is one compare-and-set in the store. A refused
-// re-submission never consumes the hold.
+// and unexpired; consumption is one compare-and-set, made by the commit of
+// the decision (settle handles losing it). A refused re-submission never
+// consumes the hold.
 func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {
 	id := env.Approval.HoldID
 	if id == "" {
@@ -32,16 +33,12 @@ func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now ti
 		e.refuse(out, code, why)
 		return nil
 	}
-	consumed, err := e.deps.Holds.Consume(ctx, id, out.DecisionID, now)
-	if errors.Is(err, ErrConflict) {
-		return e.lostRace(ctx, out, id, now)
-	}
-	if err != nil {
-		return internalFault("hold store unavailable", err)
-	}
+	consumed := h
+	consumed.Status, consumed.ConsumedTS, consumed.ConsumedBy = HoldConsumed, &now, out.DecisionID
 	out.Decision.Decision, out.Rule = Allow, RuleApprovedResubmission
 	out.Reason = "hold " + id + " was approved; this re-submission redeems it (single use)"
 	out.HoldID, out.ParentDecisionID, out.redeemed = id, h.DecisionID, &consumed
+	out.consume = &Consumption{HoldID: id, DecisionID: out.DecisionID, At: now}
 	e.charge(env, out, now)
 	return nil
 }
@@ -74,7 +71,7 @@ func statusRefusal(status string) (string, string) {
 	return ReasonHoldNotApproved, "the hold is " + status + ", not approved"
 }
 
-// lostRace reports why Consume found the hold no longer redeemable (another
+// lostRace reports why the consumption found the hold no longer redeemable (another
 // re-submission consumed it first, or it lapsed meanwhile).
 func (e *Engine) lostRace(ctx context.Context, out *outcome, id string, now time.Time) error {
 	h, err := e.deps.Holds.Get(ctx, id, now)

@@ -58,7 +58,7 @@ func (s *Store) List(ctx context.Context, q engine.HoldQuery) (engine.HoldPage, 
 	}
 	filter, args := statusFilter(status, now.UnixMilli())
 	args = append(args, after.Created, after.Created, after.ID, limit+1)
-	items, err := s.queryHolds(ctx, now, `SELECT `+holdColumns+` FROM holds WHERE `+filter+
+	items, err := queryHolds(ctx, s.db, now, `SELECT `+holdColumns+` FROM holds WHERE `+filter+
 		` AND (created_ms > ? OR (created_ms = ? AND id > ?)) ORDER BY created_ms, id LIMIT ?`, args...)
 	if err != nil {
 		return engine.HoldPage{}, fmt.Errorf("list holds: %w", err)

@@ -47,10 +47,28 @@ const holdColumns = `id, status, rule, reason, envelope, envelope_hash, params_h
 	created_ms, expires_ms, decided_by_type, decided_by_id, decided_ms, decided_verified,
 	resolution_reason, consumed_ms, decision_id, consumed_by_decision_id`
 
+// querier is what the store's statements run on: the database, or the
+// transaction of a decision's audit batch.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // Create persists a new pending hold. A hold with the same id is
 // ErrExists; a hold without id, rule, envelope or a future expiry is
 // invalid.
 func (s *Store) Create(ctx context.Context, h engine.Hold) error {
+	return create(ctx, s.db, h)
+}
+
+// CreateIn is Create in tx, the transaction that records the decision
+// raising the hold.
+func (s *Store) CreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) error {
+	return create(ctx, tx, h)
+}
+
+func create(ctx context.Context, q querier, h engine.Hold) error {
 	if err := validateNew(h); err != nil {
 		return fmt.Errorf("create hold %s: %w", h.ID, err)
 	}
@@ -59,7 +77,7 @@ func (s *Store) Create(ctx context.Context, h engine.Hold) error {
 		return fmt.Errorf("create hold %s: encode envelope: %w", h.ID, err)
 	}
 	a := h.Envelope.Agent
-	res, err := s.db.ExecContext(ctx, `INSERT INTO holds (id, status, rule, reason, envelope,
+	res, err := q.ExecContext(ctx, `INSERT INTO holds (id, status, rule, reason, envelope,
 		envelope_hash, params_hash, agent_id, on_behalf_of, session_id, created_ms, expires_ms,
 		decision_id) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		h.ID, h.Rule, h.Reason, string(env), h.EnvelopeHash, h.ParamsHash, a.ID, a.OnBehalfOf,
@@ -97,7 +115,11 @@ func validateNew(h engine.Hold) error {
 // Get returns the hold with id as of now: a pending or approved hold whose
 // expiry has passed is reported expired. An unknown id is ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string, now time.Time) (engine.Hold, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = ?`, id)
+	return get(ctx, s.db, id, now)
+}
+
+func get(ctx context.Context, q querier, id string, now time.Time) (engine.Hold, error) {
+	row := q.QueryRowContext(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = ?`, id)
 	h, err := scanHold(row, now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return engine.Hold{}, fmt.Errorf("get hold %s: %w", id, notFound(id))
@@ -110,8 +132,8 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (engine.Hold,
 
 // queryHolds runs a SELECT or an UPDATE ... RETURNING of holdColumns and
 // reads every row, so an UPDATE has completed and committed on return.
-func (s *Store) queryHolds(ctx context.Context, now time.Time, query string, args ...any) ([]engine.Hold, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
+func queryHolds(ctx context.Context, q querier, now time.Time, query string, args ...any) ([]engine.Hold, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package holds
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -27,7 +28,7 @@ func (s *Store) Resolve(ctx context.Context, id string, res Resolution) (engine.
 			engine.InvalidField("decision", "a resolution approves or rejects"))
 	}
 	now := res.Now.UnixMilli()
-	hs, err := s.queryHolds(ctx, res.Now, `UPDATE holds SET status = ?, decided_by_type = ?,
+	hs, err := queryHolds(ctx, s.db, res.Now, `UPDATE holds SET status = ?, decided_by_type = ?,
 		decided_by_id = ?, decided_ms = ?, decided_verified = ?, resolution_reason = ?
 		WHERE id = ? AND status = 'pending' AND expires_ms > ? RETURNING `+holdColumns,
 		res.Status, res.By.Type, res.By.ID, now, res.Verified, res.Reason, id, now)
@@ -70,21 +71,33 @@ func (s *Store) unresolve(ctx context.Context, id string, res Resolution) error 
 // exactly one succeeds. An unknown id is ErrNotFound; any other state is
 // ErrNotRedeemable (an engine.ErrConflict) carrying the status as of now.
 func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Time) (engine.Hold, error) {
-	if decisionID == "" {
+	return consume(ctx, s.db, engine.Consumption{HoldID: id, DecisionID: decisionID, At: now})
+}
+
+// ConsumeIn is Consume in tx, the transaction that records the decision
+// redeeming the hold; a consumption that loses changes nothing.
+func (s *Store) ConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) error {
+	_, err := consume(ctx, tx, c)
+	return err
+}
+
+func consume(ctx context.Context, q querier, c engine.Consumption) (engine.Hold, error) {
+	id := c.HoldID
+	if c.DecisionID == "" {
 		return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id,
 			engine.InvalidField("decision_id", "a consumption names the decision that redeems the hold"))
 	}
-	ms := now.UnixMilli()
-	hs, err := s.queryHolds(ctx, now, `UPDATE holds SET status = 'consumed', consumed_ms = ?,
+	ms := c.At.UnixMilli()
+	hs, err := queryHolds(ctx, q, c.At, `UPDATE holds SET status = 'consumed', consumed_ms = ?,
 		consumed_by_decision_id = ? WHERE id = ? AND status = 'approved' AND expires_ms > ?
-		AND consumed_ms IS NULL RETURNING `+holdColumns, ms, decisionID, id, ms)
+		AND consumed_ms IS NULL RETURNING `+holdColumns, ms, c.DecisionID, id, ms)
 	if err != nil {
 		return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id, err)
 	}
 	if len(hs) == 1 {
 		return hs[0], nil
 	}
-	cur, err := s.Get(ctx, id, now)
+	cur, err := get(ctx, q, id, c.At)
 	if err != nil {
 		return engine.Hold{}, fmt.Errorf("consume hold: %w", err)
 	}
@@ -95,7 +108,7 @@ func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Tim
 // expires_ts has been reached by now and returns those holds, oldest
 // first. Sweeping again returns nothing new.
 func (s *Store) Sweep(ctx context.Context, now time.Time) ([]engine.Hold, error) {
-	hs, err := s.queryHolds(ctx, now, `UPDATE holds SET status = 'expired'
+	hs, err := queryHolds(ctx, s.db, now, `UPDATE holds SET status = 'expired'
 		WHERE status IN ('pending', 'approved') AND expires_ms <= ? RETURNING `+holdColumns,
 		now.UnixMilli())
 	if err != nil {

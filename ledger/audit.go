@@ -37,7 +37,9 @@ type Audit struct {
 	db     *DB
 	insert *sql.Stmt
 	charge *sql.Stmt
-	file   *jsonl // nil when no audit path is configured
+	file   *jsonl   // nil when no audit path is configured
+	holds  HoldRows // nil when commits carry no hold writes
+	log    zerolog.Logger
 
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when leading becomes false
@@ -46,11 +48,24 @@ type Audit struct {
 	closed  bool
 }
 
-// entry is one caller's records and charge, waiting for their batch.
+// HoldRows writes hold rows in the transaction of an audit batch, so that a
+// decision's hold is stored with its record; the hold store implements it.
+// ConsumeIn is a compare-and-set that fails with engine.ErrConflict, and
+// changes nothing, when the hold is no longer approved and unexpired.
+type HoldRows interface {
+	CreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) error
+	ConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) error
+}
+
+// entry is one caller's records, charge and hold write, waiting for their
+// batch.
 type entry struct {
-	lines  []line
-	charge *engine.Charge // nil when there is none
-	done   chan signal    // receives lead (at most once), then the result
+	lines    []line
+	charge   *engine.Charge      // nil when there is none
+	create   *engine.Hold        // nil when there is none
+	consume  *engine.Consumption // nil when there is none
+	conflict error               // the consumption lost its compare-and-set
+	done     chan signal         // receives lead (at most once), then the result
 }
 
 // line is one record, marshalled.
@@ -69,10 +84,11 @@ type signal struct {
 }
 
 // NewAudit returns the audit log on db, appending to the JSONL file at path
-// when path is not empty. A file that cannot be opened does not fail
+// when path is not empty and writing the hold rows of commits through holds
+// (nil when no commit carries any). A file that cannot be opened does not fail
 // construction: the error is logged, every Record fails (so the engine
 // denies) and retries the open until it succeeds.
-func NewAudit(ctx context.Context, db *DB, path string, log zerolog.Logger) (*Audit, error) {
+func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger) (*Audit, error) {
 	insert, err := db.prepare(ctx, `INSERT INTO audit (ts_ms, kind, decision_id, body) VALUES (?, ?, ?, ?)`)
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
@@ -81,7 +97,7 @@ func NewAudit(ctx context.Context, db *DB, path string, log zerolog.Logger) (*Au
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
 	}
-	a := &Audit{db: db, insert: insert, charge: charge}
+	a := &Audit{db: db, insert: insert, charge: charge, holds: holds, log: log}
 	a.idle.L = &a.mu
 	if path != "" {
 		a.file = &jsonl{path: path, log: log}
@@ -95,44 +111,49 @@ func NewAudit(ctx context.Context, db *DB, path string, log zerolog.Logger) (*Au
 // Record appends record (marshalled as JSON) under kind and returns once it
 // is durable. Any error means the record may be missing.
 func (a *Audit) Record(ctx context.Context, kind string, record any) error {
-	if err := a.record(ctx, []engine.AuditRecord{{Kind: kind, Body: record}}, nil); err != nil {
+	if err := a.record(ctx, engine.Entry{Records: []engine.AuditRecord{{Kind: kind, Body: record}}}); err != nil {
 		return fmt.Errorf("record audit %s: %w", kind, err)
 	}
 	return nil
 }
 
-// Commit appends records, in order, and stores the budget charge c (when
-// not nil) in the same batch: the lines in one write and fsync, the mirror
-// rows and the charge in one transaction. It returns once all are durable;
-// an error means c was not stored and, as with Record, that the records may
-// be missing. A charge of all zeros is not stored; an invalid one (no
-// session or time, a negative count) fails before anything is written.
-func (a *Audit) Commit(ctx context.Context, records []engine.AuditRecord, c *engine.Charge) error {
-	if len(records) == 0 {
+// Commit appends the entry's records, in order, and stores its budget
+// charge and hold write in the same batch: the lines in one write and
+// fsync, the mirror rows, the charge and the hold row in one transaction.
+// It returns once all are durable; an error means none of it was stored
+// (short of a crash, or a failed undo, see commit). A consumption that
+// loses its compare-and-set fails with engine.ErrConflict and stores
+// nothing of the entry. A charge of all zeros is not stored; an invalid one
+// (no session or time, a negative count) fails before anything is written.
+func (a *Audit) Commit(ctx context.Context, e engine.Entry) error {
+	if len(e.Records) == 0 {
 		return errors.New("commit audit: no record")
 	}
-	if c != nil {
+	if c := e.Charge; c != nil {
 		if err := validCharge(*c); err != nil {
 			return fmt.Errorf("commit audit %s: charge session %q decision %q: %w",
-				records[0].Kind, c.SessionID, c.DecisionID, err)
+				e.Records[0].Kind, c.SessionID, c.DecisionID, err)
 		}
 		if c.Totals == (engine.Totals{}) {
-			c = nil
+			e.Charge = nil
 		}
 	}
-	if err := a.record(ctx, records, c); err != nil {
-		return fmt.Errorf("commit audit %s: %w", records[0].Kind, err)
+	if (e.Create != nil || e.Consume != nil) && a.holds == nil {
+		return fmt.Errorf("commit audit %s: a hold write needs the hold store", e.Records[0].Kind)
+	}
+	if err := a.record(ctx, e); err != nil {
+		return fmt.Errorf("commit audit %s: %w", e.Records[0].Kind, err)
 	}
 	return nil
 }
 
-func (a *Audit) record(ctx context.Context, records []engine.AuditRecord, charge *engine.Charge) error {
+func (a *Audit) record(ctx context.Context, r engine.Entry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e := &entry{charge: charge, done: make(chan signal, 1)}
-	for _, r := range records {
-		l, err := a.line(r)
+	e := &entry{charge: r.Charge, create: r.Create, consume: r.Consume, done: make(chan signal, 1)}
+	for _, rec := range r.Records {
+		l, err := a.line(rec)
 		if err != nil {
 			return err
 		}
@@ -202,6 +223,10 @@ func (a *Audit) lead(ctx context.Context) {
 
 	err := a.commit(ctx, batch)
 	for _, e := range batch {
+		if e.conflict != nil && err == nil {
+			e.done <- signal{err: e.conflict}
+			continue
+		}
 		e.done <- signal{err: err}
 	}
 
@@ -215,13 +240,47 @@ func (a *Audit) lead(ctx context.Context) {
 	a.idle.Broadcast()
 }
 
-// commit writes batch to the JSONL file and then to the mirror. If the
-// mirror fails, the lines are truncated away again, so that an error always
-// means neither copy holds the batch (short of a crash in between, which
-// leaves lines no caller was told about).
+// commit writes batch to the JSONL file and to the mirror, the two at once:
+// the file's fsync and the mirror's commit overlap, so a decision waits for
+// one disk flush rather than two in a row. The consumptions of the batch
+// are made first, in its transaction, and an entry whose consumption loses
+// is left out of the batch. If either write fails the other is undone (the
+// lines truncated away, the mirror rows and charges deleted), so that an
+// error means neither copy holds the batch, short of a crash in between or
+// a failed undo, which is logged: a charge that stays then only tightens a
+// budget. A hold row of a batch whose lines failed stays written (see
+// docs/holds.md).
 func (a *Audit) commit(ctx context.Context, batch []*entry) error {
-	if a.file == nil {
-		return a.mirror(ctx, batch)
+	var file <-chan appended
+	rows, mirrorErr := a.mirror(ctx, batch, func(live []*entry) { file = a.appendAsync(live) })
+	if file == nil {
+		return mirrorErr
+	}
+	f := <-file
+	switch {
+	case f.err == nil && mirrorErr == nil:
+		return nil
+	case f.err == nil:
+		a.file.rollback(f.size)
+		return mirrorErr
+	case mirrorErr == nil:
+		a.undo(ctx, rows)
+	}
+	return errors.Join(f.err, mirrorErr)
+}
+
+// appended is the outcome of a JSONL append: the file's size before it, or
+// why it failed.
+type appended struct {
+	size int64
+	err  error
+}
+
+// appendAsync appends the lines of batch to the JSONL file in the
+// background; it returns nil when there is no file or no line.
+func (a *Audit) appendAsync(batch []*entry) <-chan appended {
+	if a.file == nil || len(batch) == 0 {
+		return nil
 	}
 	var buf bytes.Buffer
 	for _, e := range batch {
@@ -230,41 +289,120 @@ func (a *Audit) commit(ctx context.Context, batch []*entry) error {
 			buf.WriteByte('\n')
 		}
 	}
-	size, err := a.file.append(buf.Bytes())
-	if err != nil {
-		return err
-	}
-	if err := a.mirror(ctx, batch); err != nil {
-		a.file.rollback(size)
-		return err
-	}
-	return nil
+	done := make(chan appended, 1)
+	go func() {
+		size, err := a.file.append(buf.Bytes())
+		done <- appended{size, err}
+	}()
+	return done
 }
 
-// mirror inserts the batch's rows and charges in one transaction.
-func (a *Audit) mirror(ctx context.Context, batch []*entry) error {
+// mirrored are the row ids a batch's mirror transaction inserted.
+type mirrored struct {
+	audit, charges []int64
+}
+
+// mirror makes the batch's consumptions, calls started with the entries
+// that remain, then inserts their hold rows, audit rows and charges, all in
+// one transaction, and returns the ids of the audit rows and charges.
+func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []*entry)) (mirrored, error) {
+	var rows mirrored
 	err := a.db.write(ctx, func(tx *sql.Tx) error {
+		live, err := a.consume(ctx, tx, batch)
+		if err != nil {
+			return err
+		}
+		started(live)
 		insert, charge := tx.StmtContext(ctx, a.insert), tx.StmtContext(ctx, a.charge)
-		for _, e := range batch {
-			for _, l := range e.lines {
-				id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
-				if _, err := insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body)); err != nil {
-					return err
-				}
-			}
-			if e.charge == nil {
-				continue
-			}
-			if err := execCharge(ctx, charge, *e.charge); err != nil {
-				return fmt.Errorf("charge session %q decision %q: %w", e.charge.SessionID, e.charge.DecisionID, err)
+		for _, e := range live {
+			if err := a.insertEntry(ctx, tx, insert, charge, e, &rows); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("mirror audit batch: %w", err)
+		return mirrored{}, fmt.Errorf("mirror audit batch: %w", err)
 	}
+	return rows, nil
+}
+
+// consume makes the consumptions of batch and returns the entries whose
+// consumption did not lose (those without one included); a losing entry
+// gets its conflict.
+func (a *Audit) consume(ctx context.Context, tx *sql.Tx, batch []*entry) ([]*entry, error) {
+	live := make([]*entry, 0, len(batch))
+	for _, e := range batch {
+		e.conflict = nil
+		if e.consume != nil {
+			err := a.holds.ConsumeIn(ctx, tx, *e.consume)
+			if errors.Is(err, engine.ErrConflict) {
+				e.conflict = err
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		live = append(live, e)
+	}
+	return live, nil
+}
+
+// insertEntry writes one entry's hold row, audit rows and charge, adding
+// their ids to rows.
+func (a *Audit) insertEntry(ctx context.Context, tx *sql.Tx, insert, charge *sql.Stmt, e *entry, rows *mirrored) error {
+	if e.create != nil {
+		if err := a.holds.CreateIn(ctx, tx, *e.create); err != nil {
+			return err
+		}
+	}
+	for _, l := range e.lines {
+		id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
+		seq, err := insertID(insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body)))
+		if err != nil {
+			return err
+		}
+		rows.audit = append(rows.audit, seq)
+	}
+	if e.charge == nil {
+		return nil
+	}
+	id, err := insertID(execCharge(ctx, charge, *e.charge))
+	if err != nil {
+		return fmt.Errorf("charge session %q decision %q: %w", e.charge.SessionID, e.charge.DecisionID, err)
+	}
+	rows.charges = append(rows.charges, id)
 	return nil
+}
+
+func insertID(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// undo deletes the mirror rows and charges of a batch whose lines could
+// not be written.
+func (a *Audit) undo(ctx context.Context, rows mirrored) {
+	err := a.db.write(ctx, func(tx *sql.Tx) error {
+		for _, q := range []struct {
+			table, key string
+			ids        []int64
+		}{{"audit", "seq", rows.audit}, {"charges", "id", rows.charges}} {
+			for _, id := range q.ids {
+				if _, err := tx.ExecContext(ctx, "DELETE FROM "+q.table+" WHERE "+q.key+" = ?", id); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		a.log.Error().Err(err).Int("records", len(rows.audit)).Int("charges", len(rows.charges)).
+			Msg("audit mirror: cannot remove the rows of a batch whose lines failed; they are not acknowledged")
+	}
 }
 
 // Close waits for queued records to be committed, then closes the file.

@@ -58,7 +58,7 @@ func TestCommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b, db, path := chargedLedger(t)
-			err := a.Commit(ctx, decisionRecords(tc.charge.DecisionID), &tc.charge)
+			err := a.Commit(ctx, engine.Entry{Records: decisionRecords(tc.charge.DecisionID), Charge: &tc.charge})
 			if tc.wantErr {
 				require.Error(t, err)
 			} else {
@@ -87,11 +87,11 @@ func TestCommitFailureLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	a, _, db, path := chargedLedger(t)
 	c := charge("a", t0, 1, 0, 1)
-	require.NoError(t, a.Commit(ctx, decisionRecords("d1"), &c))
+	require.NoError(t, a.Commit(ctx, engine.Entry{Records: decisionRecords("d1"), Charge: &c}))
 
 	_, err := db.SQL().ExecContext(ctx, `DROP TABLE charges`)
 	require.NoError(t, err)
-	require.Error(t, a.Commit(ctx, decisionRecords("d2"), &c))
+	require.Error(t, a.Commit(ctx, engine.Entry{Records: decisionRecords("d2"), Charge: &c}))
 
 	lines := readLines(t, path)
 	require.Len(t, lines, 2, "the failed batch's lines are truncated away")
@@ -99,7 +99,7 @@ func TestCommitFailureLeavesNothing(t *testing.T) {
 		assert.Contains(t, string(l), `"decision_id":"d1"`)
 	}
 	assert.Len(t, records(t, a, ""), 2)
-	assert.Error(t, a.Commit(ctx, nil, nil), "a commit needs a record")
+	assert.Error(t, a.Commit(ctx, engine.Entry{}), "a commit needs a record")
 }
 
 // Concurrent records and charges are group-committed: every one is stored
@@ -119,7 +119,7 @@ func TestCommitConcurrent(t *testing.T) {
 				errs[i] = a.Record(ctx, engine.EventDecision, decision(id))
 				return
 			}
-			errs[i] = a.Commit(ctx, []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(id)}}, &c)
+			errs[i] = a.Commit(ctx, engine.Entry{Records: []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(id)}}, Charge: &c})
 		})
 	}
 	wg.Wait()
@@ -136,4 +136,24 @@ func TestCommitConcurrent(t *testing.T) {
 	got, err := b.Totals(ctx, "s1", t0)
 	require.NoError(t, err)
 	assert.Equal(t, engine.Totals{Deletes: 20, Objects: 40}, got, "s1 took 20 of the 80 charges")
+}
+
+// The JSONL append and the mirror transaction run at once; when the lines
+// cannot be written (here: every write to /dev/full fails with ENOSPC), the
+// committed mirror rows and charge are deleted again.
+func TestCommitLinesFailureUndoesTheMirror(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	b, err := ledger.NewBudgets(ctx, db)
+	require.NoError(t, err)
+	a := newAudit(t, db, "/dev/full")
+	c := charge("a", t0, 1, 0, 1)
+	require.Error(t, a.Commit(ctx, engine.Entry{Records: decisionRecords("d1"), Charge: &c}))
+	assert.Empty(t, records(t, a, ""))
+	assert.Zero(t, countCharges(t, db))
+	totals, err := b.Totals(ctx, "a", t0.Add(-time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, engine.Totals{}, totals)
+	assert.Error(t, a.Commit(ctx, engine.Entry{Records: decisionRecords("d2"),
+		Create: &engine.Hold{ID: "h"}}), "a hold write needs the hold store")
 }

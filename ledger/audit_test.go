@@ -21,7 +21,7 @@ import (
 
 func newAudit(t testing.TB, db *ledger.DB, path string) *ledger.Audit {
 	t.Helper()
-	a, err := ledger.NewAudit(context.Background(), db, path, zerolog.New(zerolog.NewTestWriter(t)))
+	a, err := ledger.NewAudit(context.Background(), db, path, nil, zerolog.New(zerolog.NewTestWriter(t)))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, a.Close()) })
 	return a

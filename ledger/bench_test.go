@@ -80,7 +80,7 @@ func BenchmarkDecisionCommit(b *testing.B) {
 				n := seq.Add(1)
 				c := engine.Charge{SessionID: fmt.Sprintf("s-%d", n%100), DecisionID: fmt.Sprint(n),
 					At: time.Now(), Totals: engine.Totals{Objects: 1}}
-				return a.Commit(context.Background(), []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, &c)
+				return a.Commit(context.Background(), engine.Entry{Records: []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, Charge: &c})
 			}
 			runCallers(b, bc.callers, commit)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
@@ -128,7 +128,7 @@ func BenchmarkTotals(b *testing.B) {
 	for i := range 500 {
 		c := engine.Charge{SessionID: "s", DecisionID: fmt.Sprint(i), At: now.Add(-time.Duration(i) * time.Second),
 			Totals: engine.Totals{Deletes: 1, Objects: 2}}
-		if err := a.Commit(ctx, []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, &c); err != nil {
+		if err := a.Commit(ctx, engine.Entry{Records: []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, Charge: &c}); err != nil {
 			b.Fatal(err)
 		}
 	}

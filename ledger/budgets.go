@@ -57,9 +57,8 @@ func (b *Budgets) Totals(ctx context.Context, sessionID string, since time.Time)
 }
 
 // execCharge runs insertCharge for c.
-func execCharge(ctx context.Context, insert *sql.Stmt, c engine.Charge) error {
-	_, err := insert.ExecContext(ctx, c.SessionID, c.DecisionID, c.At.UnixMilli(), c.Deletes, c.ExternalSends, c.Objects)
-	return err
+func execCharge(ctx context.Context, insert *sql.Stmt, c engine.Charge) (sql.Result, error) {
+	return insert.ExecContext(ctx, c.SessionID, c.DecisionID, c.At.UnixMilli(), c.Deletes, c.ExternalSends, c.Objects)
 }
 
 func validCharge(c engine.Charge) error {

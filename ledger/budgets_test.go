@@ -33,7 +33,7 @@ func newBudgets(t *testing.T) ledgerUnderTest {
 
 // book stores c with the decision record it belongs to.
 func (l ledgerUnderTest) book(ctx context.Context, c engine.Charge) error {
-	return l.audit.Commit(ctx, []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, &c)
+	return l.audit.Commit(ctx, engine.Entry{Records: []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision(c.DecisionID)}}, Charge: &c})
 }
 
 func charge(session string, at time.Time, deletes, sends, objects int64) engine.Charge {

@@ -1,0 +1,91 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/holds"
+)
+
+// A hold is written in the transaction of its decision's record: when the
+// record cannot be committed, the hold does not exist either.
+func TestHoldRowCommitsWithTheDecisionRecord(t *testing.T) {
+	p := newPipeline(t, realOPA(t), nil)
+	_, err := p.db.SQL().ExecContext(context.Background(), "DROP TABLE audit")
+	require.NoError(t, err)
+	d, status := p.decideStatus(t, "s", "delete", 1, "production", "irreversible", "broad")
+	assert.Equal(t, 500, status)
+	assert.Equal(t, engine.Deny, d.Decision)
+	assert.Empty(t, d.HoldID)
+	page, err := p.holds.List(context.Background(), engine.HoldQuery{Status: "all", Limit: 10, Now: time.Now()})
+	require.NoError(t, err)
+	assert.Empty(t, page.Items, "no hold without its decision on record")
+}
+
+// resubmit re-submits the held envelope of decideIn(…, "production",
+// "irreversible", "broad") from session with the approval of holdID.
+func (p *pipeline) resubmit(t *testing.T, session, holdID string) engine.Decision {
+	t.Helper()
+	env, err := engine.ParseEnvelope(fmt.Appendf(nil, `{"svc_version":"0.2",
+		"agent":{"id":"agent-1","on_behalf_of":"human:alice","session_id":%q},
+		"action":{"namespace":"db","verb":"delete","ability":"db/x"},
+		"target":{"kind":"table","ref":"t","environment":"production"},"params":{},"magnitude":{"count":1},
+		"axes":{"reversibility":"irreversible","blast_radius":"broad","externality":"internal"},
+		"approval":{"present":true,"hold_id":%q},"context":{},
+		"meta":{"timestamp":"2026-01-01T00:00:00Z","nonce":"n","signature":"s"}}`, session, holdID))
+	require.NoError(t, err)
+	d, _ := p.engine.Decide(context.Background(), engine.Request{Envelope: env, Received: time.Now()})
+	return d
+}
+
+// Re-submissions of one approved hold from many sessions at once (so no
+// session lock orders them) race for its consumption inside their commits:
+// exactly one is allowed, every other is refused as consumed, and only the
+// winner's consumption is on record.
+func TestConcurrentRedemptionsConsumeTheHoldOnce(t *testing.T) {
+	p := newPipeline(t, realOPA(t), nil)
+	held := p.decideIn(t, "s0", "delete", 1, "production", "irreversible", "broad")
+	require.Equal(t, engine.RequireApproval, held.Decision)
+	_, err := p.holds.Resolve(context.Background(), held.HoldID, holds.Resolution{
+		Status: engine.HoldApproved, By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, Now: time.Now(),
+	})
+	require.NoError(t, err)
+
+	const n = 24
+	decisions := make([]engine.Decision, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { decisions[i] = p.resubmit(t, fmt.Sprintf("s%d", i+1), held.HoldID) })
+	}
+	wg.Wait()
+	var winner string
+	for _, d := range decisions {
+		if d.Decision == engine.Allow {
+			require.Empty(t, winner, "a second allow")
+			winner = d.DecisionID
+			assert.Equal(t, engine.RuleApprovedResubmission, d.Rule)
+			continue
+		}
+		assert.Equal(t, engine.Deny, d.Decision)
+		assert.Equal(t, engine.RuleHoldNotRedeemable, d.Rule)
+		assert.Equal(t, engine.ReasonHoldConsumed, d.Reason)
+	}
+	require.NotEmpty(t, winner)
+	h, err := p.holds.Get(context.Background(), held.HoldID, time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, engine.HoldConsumed, h.Status)
+	assert.Equal(t, winner, h.ConsumedBy)
+
+	rows, err := p.audit.Records(context.Background(), engine.EventHoldResolution)
+	require.NoError(t, err)
+	require.Len(t, rows, 2, "the creation and the one consumption")
+	assert.Contains(t, string(rows[0].Body), `"status":"pending"`)
+	assert.Contains(t, string(rows[1].Body), `"status":"consumed"`)
+}
