@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,9 +53,10 @@ type OPAServerConfig struct {
 // evaluation.
 type OPAServer struct {
 	cfg  OPAServerConfig
-	dir  string // private directory holding the socket
-	sock string
-	rest *RESTEvaluator
+	dir   string // private directory holding the socket and opaBatchModule
+	sock  string
+	rest  *RESTEvaluator
+	batch *batcher
 	up   atomic.Bool
 	pid  atomic.Int64 // of the running (or last) server process
 
@@ -84,6 +86,10 @@ func StartOPAServer(cfg OPAServerConfig) (*OPAServer, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("opa server socket path %s is longer than %d bytes: set TMPDIR to a shorter directory", sock, opaMaxSocketPath)
 	}
+	if err := writeBatchModule(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &OPAServer{
 		cfg: cfg, dir: dir, sock: sock,
@@ -92,17 +98,60 @@ func StartOPAServer(cfg OPAServerConfig) (*OPAServer, error) {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}
+	s.batch = newBatcher(s.evaluate, max(2, runtime.NumCPU()), opaBatchMax)
 	go s.supervise(ctx)
 	return s, nil
 }
 
-// Evaluate asks the running server for data.svc.policy.decision on input; it
-// fails at once while the server is down.
-func (s *OPAServer) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
-	if !s.up.Load() {
-		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, errOPADown)
+// writeBatchModule writes opaBatchModule to dir/batch, the one file of its
+// own the server loads besides the policy pack.
+func writeBatchModule(dir string) error {
+	path := filepath.Join(dir, "batch", "batch.rego")
+	if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write opa batch module: %w", err)
 	}
-	return s.rest.Evaluate(ctx, input)
+	if err := os.WriteFile(path, []byte(opaBatchModule), 0o600); err != nil {
+		return fmt.Errorf("write opa batch module: %w", err)
+	}
+	return nil
+}
+
+// Evaluate asks the running server for data.svc.policy.decision on input,
+// in one batch query with the decisions of concurrent callers when the
+// server is busy (see batcher); it fails at once while the server is down.
+func (s *OPAServer) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+	return s.batch.Evaluate(ctx, input)
+}
+
+// evaluate is the batcher's sender. A lone input is one plain query. When
+// the server answers a batch query with an error (a built-in error under
+// strict-builtin-errors in one input's evaluation fails the whole query),
+// each input is decided alone, so that the fault denies only the decision
+// that caused it, exactly as without batching; the fallback shares one
+// timeout. A server that does not answer fails the whole batch.
+func (s *OPAServer) evaluate(ctx context.Context, inputs []json.RawMessage) []batchResult {
+	if !s.up.Load() {
+		return failAll(len(inputs), fmt.Errorf("evaluate %s: %w", opaQuery, errOPADown))
+	}
+	if len(inputs) == 1 {
+		v, err := s.rest.Evaluate(ctx, inputs[0])
+		return []batchResult{{verdict: v, err: err}}
+	}
+	results, err := s.rest.evaluateBatch(ctx, inputs)
+	var answered *opaAnswerError
+	switch {
+	case err == nil:
+		return results
+	case !errors.As(err, &answered) && !errors.Is(err, errPolicyUndefined):
+		return failAll(len(inputs), err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	results = make([]batchResult, len(inputs))
+	for i, in := range inputs {
+		results[i].verdict, results[i].err = s.rest.Evaluate(ctx, in)
+	}
+	return results
 }
 
 // Check is the start-up probe: the server starts and answers within
@@ -236,7 +285,7 @@ func (s *OPAServer) args() []string {
 	if s.cfg.Watch {
 		args = append(args, "--watch")
 	}
-	return append(args, s.cfg.PolicyDir)
+	return append(args, s.cfg.PolicyDir, filepath.Join(s.dir, "batch"))
 }
 
 // awaitReady polls GET /health until the server answers, it exits, ctx ends

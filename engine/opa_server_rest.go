@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -35,6 +36,7 @@ var errPolicyUndefined = errors.New("policy decision is undefined")
 // (strict-builtin-errors), as with `opa eval --strict-builtin-errors`.
 type RESTEvaluator struct {
 	endpoint string // the decision document, with its query parameters
+	batch    string // the batch document (opaBatchModule), likewise
 	health   string // GET /health
 	timeout  time.Duration
 	client   *http.Client
@@ -80,11 +82,14 @@ func newRESTEvaluator(base *url.URL, dial dialFunc, timeout time.Duration) *REST
 	endpoint.Path = strings.TrimSuffix(base.Path, "/") + opaDecisionPath
 	endpoint.RawPath = ""
 	endpoint.RawQuery = "strict-builtin-errors=true"
+	batch := endpoint
+	batch.Path = strings.TrimSuffix(base.Path, "/") + opaBatchPath
 	health := endpoint
 	health.Path = strings.TrimSuffix(base.Path, "/") + "/health"
 	health.RawQuery = ""
 	return &RESTEvaluator{
 		endpoint: endpoint.String(),
+		batch:    batch.String(),
 		health:   health.String(),
 		timeout:  timeout,
 		client: &http.Client{
@@ -100,7 +105,7 @@ func newRESTEvaluator(base *url.URL, dial dialFunc, timeout time.Duration) *REST
 // non-200 answer, an undefined decision or a malformed one is an error, which
 // the engine turns into deny.
 func (e *RESTEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
-	raw, err := e.query(ctx, input)
+	raw, err := e.query(ctx, e.endpoint, input)
 	if err != nil {
 		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
 	}
@@ -111,17 +116,15 @@ func (e *RESTEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (Ve
 	return v, nil
 }
 
-// query posts input to the decision document and returns the 200 answer.
-func (e *RESTEvaluator) query(ctx context.Context, input json.RawMessage) ([]byte, error) {
-	body, err := json.Marshal(struct {
-		Input json.RawMessage `json:"input"`
-	}{input})
-	if err != nil {
-		return nil, fmt.Errorf("encode policy input: %w", err)
-	}
+// query posts input (a JSON document) as the input of the document at
+// endpoint and returns the 200 answer. A non-200 answer is an
+// *opaAnswerError.
+func (e *RESTEvaluator) query(ctx context.Context, endpoint string, input []byte) ([]byte, error) {
+	body := make([]byte, 0, len(input)+len(`{"input":}`))
+	body = append(append(append(body, `{"input":`...), input...), '}')
 	qctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(qctx, http.MethodPost, e.endpoint, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(qctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build opa server request: %w", err)
 	}
@@ -148,9 +151,64 @@ func (e *RESTEvaluator) query(ctx context.Context, input json.RawMessage) ([]byt
 	case len(raw) > opaMaxOutput:
 		return nil, fmt.Errorf("opa server answer exceeds %d bytes", opaMaxOutput)
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("opa server answered %s: %s", resp.Status, opaSnippet(raw))
+		return nil, &opaAnswerError{status: resp.Status, body: opaSnippet(raw)}
 	}
 	return raw, nil
+}
+
+// opaAnswerError is a non-200 answer of an opa server: it evaluated the
+// query and refused it (a built-in error under strict-builtin-errors, a
+// conflict between rule values) or rejected the request.
+type opaAnswerError struct {
+	status, body string
+}
+
+func (e *opaAnswerError) Error() string {
+	return fmt.Sprintf("opa server answered %s: %s", e.status, e.body)
+}
+
+// evaluateBatch decides each of inputs (policy input documents) through one
+// query of opaBatchModule and returns their results in order. An error
+// means no input was decided; an input whose decision is undefined or
+// invalid has that error as its result.
+func (e *RESTEvaluator) evaluateBatch(ctx context.Context, inputs []json.RawMessage) ([]batchResult, error) {
+	size := len(`{"inputs":[]}`)
+	for _, in := range inputs {
+		size += len(in) + 1
+	}
+	doc := append(make([]byte, 0, size), `{"inputs":[`...)
+	for i, in := range inputs {
+		if i > 0 {
+			doc = append(doc, ',')
+		}
+		doc = append(doc, in...)
+	}
+	doc = append(doc, "]}"...)
+	raw, err := e.query(ctx, e.batch, doc)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate %d inputs of %s: %w", len(inputs), opaQuery, err)
+	}
+	var answer struct {
+		Result map[string]json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("parse opa server batch answer %q: %w", opaSnippet(raw), err)
+	}
+	if answer.Result == nil {
+		return nil, fmt.Errorf("evaluate %d inputs of %s: batch document: %w", len(inputs), opaQuery, errPolicyUndefined)
+	}
+	results := make([]batchResult, len(inputs))
+	for i := range inputs {
+		value, ok := answer.Result[strconv.Itoa(i)]
+		if !ok {
+			results[i].err = fmt.Errorf("evaluate %s: %w", opaQuery, errPolicyUndefined)
+			continue
+		}
+		if results[i].verdict, err = verdictOf(value); err != nil {
+			results[i].err = fmt.Errorf("evaluate %s: %w", opaQuery, err)
+		}
+	}
+	return results, nil
 }
 
 // healthy reports whether the server answers GET /health with 200.

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestServerBatchMatchesEval decides the whole parity table in one batch
+// query of the supervised server, in both packs: every verdict equals the
+// one `opa eval` gives for the same input alone.
+func TestServerBatchMatchesEval(t *testing.T) {
+	opa := opaTestBin(t)
+	for name, dir := range map[string]string{"bundled": bundledPack(t), "broken thresholds": brokenThresholdsPack(t)} {
+		t.Run(name, func(t *testing.T) {
+			server := startOPAServer(t, opa, dir)
+			waitUp(t, server)
+			eval := NewEvalEvaluator(opa, dir, 10*time.Second)
+			cases := parityCases()
+			inputs := make([]json.RawMessage, 0, 2*len(cases))
+			for range 2 { // twice: each evaluation sees only its own input
+				for _, c := range cases {
+					inputs = append(inputs, c.input)
+				}
+			}
+			results, err := server.rest.evaluateBatch(t.Context(), inputs)
+			require.NoError(t, err)
+			require.Len(t, results, len(inputs))
+			for i, r := range results {
+				c := cases[i%len(cases)]
+				want, err := eval.Evaluate(t.Context(), c.input)
+				require.NoError(t, err, c.name)
+				require.NoError(t, r.err, c.name)
+				assert.Equal(t, want, r.verdict, c.name)
+			}
+		})
+	}
+}
+
+// builtinErrorPack is a policy whose evaluation fails (strict built-in
+// errors) when input.n is not numeric, and is undefined when input.skip.
+func builtinErrorPack(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	policy := `package svc.policy
+
+decision := {"decision": "allow", "rule": "test/n", "reason": sprintf("n=%v", [to_number(input.n)])} if {
+	not input.skip
+}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(policy), 0o600))
+	return dir
+}
+
+// TestServerBatchIsolatesFaults: an input whose evaluation fails, or whose
+// decision is undefined, fails only its own decision; the others of the
+// batch are decided as they would be alone.
+func TestServerBatchIsolatesFaults(t *testing.T) {
+	server := startOPAServer(t, opaTestBin(t), builtinErrorPack(t))
+	waitUp(t, server)
+	inputs := []json.RawMessage{
+		json.RawMessage(`{"n": "1"}`),
+		json.RawMessage(`{"n": "not a number"}`),
+		json.RawMessage(`{"n": "3", "skip": true}`),
+		json.RawMessage(`{"n": 4}`),
+	}
+	results := server.evaluate(t.Context(), inputs)
+	require.Len(t, results, len(inputs))
+	assert.NoError(t, results[0].err)
+	assert.Equal(t, "n=1", results[0].verdict.Reason)
+	assert.ErrorContains(t, results[1].err, "to_number")
+	assert.ErrorIs(t, results[2].err, errPolicyUndefined)
+	assert.NoError(t, results[3].err)
+	assert.Equal(t, "n=4", results[3].verdict.Reason)
+
+	t.Run("without the faulty input the batch is one query", func(t *testing.T) {
+		results, err := server.rest.evaluateBatch(t.Context(), []json.RawMessage{inputs[0], inputs[2], inputs[3]})
+		require.NoError(t, err)
+		assert.Equal(t, "n=1", results[0].verdict.Reason)
+		assert.ErrorIs(t, results[1].err, errPolicyUndefined)
+		assert.Equal(t, "n=4", results[2].verdict.Reason)
+	})
+}
+
+// TestServerBatchDown: while the server is down, a batch fails whole, at
+// once.
+func TestServerBatchDown(t *testing.T) {
+	server := startOPAServer(t, opaTestBin(t), bundledPack(t))
+	waitUp(t, server)
+	require.NoError(t, server.Close())
+	start := time.Now()
+	results := server.evaluate(t.Context(), []json.RawMessage{opaInput(nil), opaInput(nil)})
+	for _, r := range results {
+		assert.ErrorIs(t, r.err, errOPADown)
+	}
+	assert.Less(t, time.Since(start), time.Second)
+}
+
+// recordingSender answers each input with a verdict naming it, after
+// release is closed, and records the size of every batch.
+type recordingSender struct {
+	release chan struct{}
+	mu      sync.Mutex
+	sizes   []int
+}
+
+func (s *recordingSender) send(_ context.Context, inputs []json.RawMessage) []batchResult {
+	<-s.release
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(inputs))
+	s.mu.Unlock()
+	out := make([]batchResult, len(inputs))
+	for i, in := range inputs {
+		if string(in) == `"fail"` {
+			out[i].err = errors.New("failed")
+			continue
+		}
+		out[i].verdict = Verdict{Decision: Allow, Rule: "test/echo", Reason: string(in)}
+	}
+	return out
+}
+
+// TestBatcher: a lone caller is sent at once and alone; callers arriving
+// while every slot is busy are sent together (at most max per batch), and
+// each gets the result of its own input.
+func TestBatcher(t *testing.T) {
+	t.Run("lone caller", func(t *testing.T) {
+		s := &recordingSender{release: make(chan struct{})}
+		close(s.release)
+		b := newBatcher(s.send, 2, 4)
+		v, err := b.Evaluate(t.Context(), json.RawMessage(`"a"`))
+		require.NoError(t, err)
+		assert.Equal(t, `"a"`, v.Reason)
+		_, err = b.Evaluate(t.Context(), json.RawMessage(`"fail"`))
+		assert.EqualError(t, err, "failed")
+		assert.Equal(t, []int{1, 1}, s.sizes)
+	})
+	t.Run("busy slots batch the queue", func(t *testing.T) {
+		s := &recordingSender{release: make(chan struct{})}
+		b := newBatcher(s.send, 1, 4)
+		const callers = 9
+		var wg sync.WaitGroup
+		got := make([]string, callers)
+		for i := range callers {
+			wg.Go(func() {
+				v, err := b.Evaluate(t.Context(), json.RawMessage(strconv.Quote(strconv.Itoa(i))))
+				assert.NoError(t, err)
+				got[i] = v.Reason
+			})
+			if i == 0 { // the first caller takes the only slot and blocks in send
+				require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.running == 1 },
+					5*time.Second, time.Millisecond)
+			}
+		}
+		require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == callers-1 },
+			5*time.Second, time.Millisecond)
+		close(s.release)
+		wg.Wait()
+		for i, r := range got {
+			assert.Equal(t, strconv.Quote(strconv.Itoa(i)), r)
+		}
+		assert.Equal(t, []int{1, 4, 4}, s.sizes)
+		assert.Equal(t, 0, b.running, "the slot is freed once the queue is empty")
+		assert.Empty(t, b.queue)
+	})
+}
