@@ -42,9 +42,11 @@ type batchSender func(ctx context.Context, inputs []json.RawMessage) []batchResu
 // that finds a slot free sends its input at once, alone, so an idle engine
 // adds no wait; callers that arrive while every slot is taken queue, and
 // when a query returns, its slot passes to the oldest queued caller, which
-// sends the whole queue (up to max inputs) as the next batch. Callers wait
-// for their result without regard to their context: the sender bounds each
-// query by its timeout, and a caller that left would strand its batch.
+// sends its own input with the rest of the queue (up to max inputs) as the
+// next batch. A queued call leaves the queue exactly once, either with its
+// result or to lead, so it is signalled once. Callers wait for their
+// result without regard to their context: the sender bounds each query by
+// its timeout, and a caller that left would strand its batch.
 type batcher struct {
 	send  batchSender
 	slots int
@@ -59,7 +61,7 @@ type batcher struct {
 // lead a batch.
 type batchCall struct {
 	input json.RawMessage
-	done  chan batchSignal // buffered: receives lead (at most once), then the result
+	done  chan batchSignal // buffered; receives one signal: lead, or the result
 }
 
 type batchSignal struct {
@@ -75,49 +77,48 @@ func newBatcher(send batchSender, slots, max int) *batcher {
 func (b *batcher) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
 	c := &batchCall{input: input, done: make(chan batchSignal, 1)}
 	b.mu.Lock()
-	b.queue = append(b.queue, c)
-	lead := b.running < b.slots
-	if lead {
+	if b.running < b.slots {
 		b.running++
+		b.mu.Unlock()
+		return b.lead(ctx, c)
 	}
+	b.queue = append(b.queue, c)
 	b.mu.Unlock()
-	if !lead {
-		if s := <-c.done; !s.lead {
-			return s.result.verdict, s.result.err
-		}
+	if s := <-c.done; !s.lead {
+		return s.result.verdict, s.result.err
 	}
-	b.lead(ctx)
-	s := <-c.done
-	return s.result.verdict, s.result.err
+	return b.lead(ctx, c)
 }
 
-// lead sends the queued calls (the leader's own first among them, since the
-// queue is served oldest first), answers them, then passes the slot on or
-// frees it.
-func (b *batcher) lead(ctx context.Context) {
+// lead holds a slot: it sends self's input with the queued ones, answers
+// them, then passes the slot to the oldest queued call or frees it, and
+// returns self's result.
+func (b *batcher) lead(ctx context.Context, self *batchCall) (Verdict, error) {
 	b.mu.Lock()
-	n := min(len(b.queue), b.max)
-	batch := make([]*batchCall, n)
-	copy(batch, b.queue)
+	n := min(len(b.queue), b.max-1)
+	batch := append([]*batchCall{self}, b.queue[:n]...)
 	b.queue = append(b.queue[:0], b.queue[n:]...)
 	b.mu.Unlock()
 
-	inputs := make([]json.RawMessage, n)
+	inputs := make([]json.RawMessage, len(batch))
 	for i, c := range batch {
 		inputs[i] = c.input
 	}
 	results := b.send(context.WithoutCancel(ctx), inputs)
-	for i, c := range batch {
-		c.done <- batchSignal{result: results[i]}
+	for i, c := range batch[1:] {
+		c.done <- batchSignal{result: results[i+1]}
 	}
 
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if len(b.queue) > 0 {
-		b.queue[0].done <- batchSignal{lead: true}
-		return
+		next := b.queue[0]
+		b.queue = append(b.queue[:0], b.queue[1:]...)
+		next.done <- batchSignal{lead: true}
+	} else {
+		b.running--
 	}
-	b.running--
+	b.mu.Unlock()
+	return results[0].verdict, results[0].err
 }
 
 // failAll is the result of a batch that could not be evaluated at all.

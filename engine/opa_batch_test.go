@@ -172,4 +172,38 @@ func TestBatcher(t *testing.T) {
 		assert.Equal(t, 0, b.running, "the slot is freed once the queue is empty")
 		assert.Empty(t, b.queue)
 	})
+	t.Run("many callers, every slot handed on", func(t *testing.T) {
+		s := &recordingSender{release: make(chan struct{})}
+		close(s.release)
+		b := newBatcher(s.send, 2, 4)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var wg sync.WaitGroup
+			for g := range 32 {
+				wg.Go(func() {
+					for i := range 200 {
+						in := strconv.Quote(strconv.Itoa(g*1000 + i))
+						v, err := b.Evaluate(t.Context(), json.RawMessage(in))
+						if !assert.NoError(t, err) || !assert.Equal(t, in, v.Reason) {
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatal("callers are stuck: a slot was lost or a signal blocked")
+		}
+		total := 0
+		for _, n := range s.sizes {
+			assert.LessOrEqual(t, n, 4)
+			total += n
+		}
+		assert.Equal(t, 32*200, total)
+		assert.Equal(t, 0, b.running)
+	})
 }
