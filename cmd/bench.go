@@ -3,11 +3,12 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ type benchParams struct {
 	duration          time.Duration
 	sessions          int
 	pid               int // svc serve's pid, for its RSS; 0 for none
+	procs             int // GOMAXPROCS of the load generator; 0 keeps Go's default
 	opaRuns           int
 	opaBin, policyDir string
 }
@@ -52,6 +54,9 @@ func newBenchCommand() *cobra.Command {
 			return p.validate()
 		},
 		RunE: func(c *cobra.Command, _ []string) error {
+			if p.procs > 0 {
+				runtime.GOMAXPROCS(p.procs)
+			}
 			return runBench(c.Context(), p, c.OutOrStdout())
 		},
 	}
@@ -63,6 +68,8 @@ func newBenchCommand() *cobra.Command {
 	f.DurationVar(&p.duration, "duration", 10*time.Second, "length of each run")
 	f.IntVar(&p.sessions, "sessions", 1000, "agent sessions the envelopes are spread over")
 	f.IntVar(&p.pid, "pid", 0, "pid of svc serve, to report its resident memory (Linux)")
+	f.IntVar(&p.procs, "procs", 1, "GOMAXPROCS of the load generator: 1 leaves the other CPUs to an engine on the same\n"+
+		"machine; 0 keeps Go's default")
 	f.IntVar(&p.opaRuns, "opa-runs", 0, "bare `opa eval` runs of the baseline; 0 skips it")
 	f.StringVar(&p.opaBin, "opa-bin", "opa", "opa binary of the baseline")
 	f.StringVar(&p.policyDir, "policy-dir", "", "policy pack of the baseline (default: the bundled pack)")
@@ -73,8 +80,8 @@ func (p *benchParams) validate() error {
 	if !strings.HasPrefix(p.url, "http://") && !strings.HasPrefix(p.url, "https://") {
 		return &exitError{code: 2, err: fmt.Errorf("--url: must be the engine's http(s) base URL, got %q", p.url)}
 	}
-	if p.duration <= 0 || p.sessions < 1 || p.opaRuns < 0 {
-		return &exitError{code: 2, err: fmt.Errorf("--duration, --sessions must be positive and --opa-runs not negative")}
+	if p.duration <= 0 || p.sessions < 1 || p.opaRuns < 0 || p.procs < 0 {
+		return &exitError{code: 2, err: fmt.Errorf("--duration, --sessions must be positive and --opa-runs, --procs not negative")}
 	}
 	for _, n := range p.concurrency {
 		if n < 1 || n > 4096 {
@@ -88,7 +95,11 @@ func runBench(ctx context.Context, p benchParams, w io.Writer) error {
 	fmt.Fprintf(w, "svc bench: %s, %s per run, %d sessions\n\n", p.url, p.duration, p.sessions)
 	fmt.Fprintf(w, "%-8s %5s %9s %10s %9s %9s %9s %6s %9s %6s %6s %9s\n", "mode", "conc", "decisions",
 		"decided/s", "p50", "p90", "p99", "allow", "approval", "deny", "errors", "max RSS")
-	b := newBenchClient(p)
+	b, err := newBenchClient(p)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
 	answered := 0
 	for i, n := range p.concurrency {
 		r, err := b.run(ctx, n, fmt.Sprintf("r%d-%d", i, time.Now().UnixNano()))
@@ -123,16 +134,61 @@ type benchResult struct {
 	maxRSS    int64 // KiB, -1 when unknown
 }
 
+// benchClient drives the engine: over raw keep-alive connections, one per
+// worker, for http://; with net/http's client for https://.
 type benchClient struct {
-	p    benchParams
-	http *http.Client
+	p      benchParams
+	target *rawTarget   // nil for https://
+	conns  []*rawConn   // worker i's, kept from run to run as net/http keeps its pool
+	http   *http.Client // nil for http://
 }
 
-func newBenchClient(p benchParams) *benchClient {
+func newBenchClient(p benchParams) (*benchClient, error) {
+	if strings.HasPrefix(p.url, "http://") {
+		t, err := newRawTarget(p.url, p.token)
+		return &benchClient{p: p, target: t}, err
+	}
+	return &benchClient{p: p, http: newBenchHTTP(slices.Max(p.concurrency))}, nil
+}
+
+// newBenchHTTP returns a net/http client that keeps a connection per
+// worker.
+func newBenchHTTP(workers int) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = slices.Max(p.concurrency)
+	tr.MaxIdleConnsPerHost = workers
 	tr.DisableCompression = true
-	return &benchClient{p: p, http: &http.Client{Transport: tr, Timeout: time.Minute}}
+	return &http.Client{Transport: tr, Timeout: benchTimeout}
+}
+
+// benchDecider posts envelopes for one worker.
+type benchDecider interface {
+	decide(ctx context.Context, envelope []byte) (string, error)
+}
+
+// deciders returns a decider for each of n workers: its own raw
+// connection, or the shared net/http client.
+func (b *benchClient) deciders(n int) []benchDecider {
+	out := make([]benchDecider, n)
+	for i := range out {
+		if b.target == nil {
+			out[i] = httpDecider{b}
+			continue
+		}
+		if i == len(b.conns) {
+			b.conns = append(b.conns, newRawConn(b.target))
+		}
+		out[i] = b.conns[i]
+	}
+	return out
+}
+
+// Close closes the raw connections; it is idempotent.
+func (b *benchClient) Close() error {
+	var errs []error
+	for _, c := range b.conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // run drives n clients for a warm-up, whose requests are counted as
@@ -157,9 +213,10 @@ func (b *benchClient) drive(ctx context.Context, n int, run string, d time.Durat
 	stats := make([]benchResult, n)
 	start := time.Now()
 	until := start.Add(d)
+	deciders := b.deciders(n)
 	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { stats[i] = b.worker(ctx, run, i, until) })
+	for i, d := range deciders {
+		wg.Go(func() { stats[i] = b.worker(ctx, d, run, i, until) })
 	}
 	wg.Wait()
 	out := benchResult{elapsed: time.Since(start), verdicts: map[string]int{}}
@@ -178,7 +235,7 @@ func (b *benchClient) drive(ctx context.Context, n int, run string, d time.Durat
 	return out, ctx.Err()
 }
 
-func (b *benchClient) worker(ctx context.Context, run string, id int, until time.Time) benchResult {
+func (b *benchClient) worker(ctx context.Context, d benchDecider, run string, id int, until time.Time) benchResult {
 	rng := rand.New(rand.NewPCG(uint64(id), uint64(until.UnixNano())))
 	r := benchResult{verdicts: map[string]int{}}
 	var body []byte
@@ -187,7 +244,7 @@ func (b *benchClient) worker(ctx context.Context, run string, id int, until time
 		session := run + "-" + strconv.Itoa(rng.IntN(b.p.sessions))
 		body = benchEnvelope(body[:0], k, session, seq, 1+rng.IntN(k.maxCount))
 		start := time.Now()
-		verdict, err := b.decide(ctx, body)
+		verdict, err := d.decide(ctx, body)
 		took := time.Since(start)
 		if err != nil {
 			r.errors++
@@ -200,33 +257,33 @@ func (b *benchClient) worker(ctx context.Context, run string, id int, until time
 	return r
 }
 
-// decide posts one envelope and returns the verdict. A 500 carrying a
-// decision (a fail-closed deny) is an answer; anything else is an error.
-func (b *benchClient) decide(ctx context.Context, body []byte) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.p.url+"/v1/decide", bytes.NewReader(body))
+// httpDecider posts envelopes with net/http's client, for https://.
+type httpDecider struct{ b *benchClient }
+
+// decide posts one envelope and returns the verdict, with the semantics of
+// benchAnswer.
+func (h httpDecider) decide(ctx context.Context, envelope []byte) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.b.p.url+"/v1/decide", bytes.NewReader(envelope))
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if b.p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+b.p.token)
+	if h.b.p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.b.p.token)
 	}
-	resp, err := b.http.Do(req)
+	resp, err := h.b.http.Do(req)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var d struct {
-		Decision   string `json:"decision"`
-		DecisionID string `json:"decision_id"`
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBenchBody+1))
+	if err != nil {
+		return "", fmt.Errorf("read decide response body: %w", err)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		return "", fmt.Errorf("decide answered %d: %w", resp.StatusCode, err)
+	if len(body) > maxBenchBody {
+		return "", fmt.Errorf("decide answered %d with a body over %d bytes", resp.StatusCode, maxBenchBody)
 	}
-	if (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusInternalServerError) || d.DecisionID == "" {
-		return "", fmt.Errorf("decide answered %d without a decision", resp.StatusCode)
-	}
-	return d.Decision, nil
+	return benchAnswer(resp.StatusCode, body)
 }
 
 // benchKind is one kind of action of the mix, with its share in percent.
@@ -262,13 +319,34 @@ func pickKind(rng *rand.Rand) benchKind {
 	return benchMix[0]
 }
 
-// benchEnvelope appends a JSON envelope of kind k for session to buf.
+// benchEnvelope appends a JSON envelope of kind k for session to buf. It
+// is built with appends rather than fmt.Appendf, which boxes every
+// argument and takes twice as long (TestBenchEnvelope holds the format).
 func benchEnvelope(buf []byte, k benchKind, session string, seq, count int) []byte {
-	return fmt.Appendf(buf, `{"svc_version":"0.2","agent":{"id":"bench-agent","on_behalf_of":"human:bench",`+
-		`"session_id":%q},"action":{"namespace":"db","verb":%q,"ability":"db/%s"},"target":{"kind":"table",`+
-		`"ref":"bench.t%d","environment":%q},"params":{"seq":%d},"magnitude":{"count":%d},"axes":{`+
-		`"reversibility":%q,"blast_radius":%q,"externality":%q},"approval":{"present":false,"hold_id":null},`+
-		`"context":{},"meta":{"timestamp":"2026-01-01T00:00:00Z","nonce":"%s-%d","signature":"stub"}}`,
-		session, k.verb, k.verb, seq%50, k.environment, seq, count,
-		k.reversibility, k.blast, k.ext, session, seq)
+	buf = append(buf, `{"svc_version":"0.2","agent":{"id":"bench-agent","on_behalf_of":"human:bench","session_id":`...)
+	buf = strconv.AppendQuote(buf, session)
+	buf = append(buf, `},"action":{"namespace":"db","verb":`...)
+	buf = strconv.AppendQuote(buf, k.verb)
+	buf = append(buf, `,"ability":"db/`...)
+	buf = append(buf, k.verb...)
+	buf = append(buf, `"},"target":{"kind":"table","ref":"bench.t`...)
+	buf = strconv.AppendInt(buf, int64(seq%50), 10)
+	buf = append(buf, `","environment":`...)
+	buf = strconv.AppendQuote(buf, k.environment)
+	buf = append(buf, `},"params":{"seq":`...)
+	buf = strconv.AppendInt(buf, int64(seq), 10)
+	buf = append(buf, `},"magnitude":{"count":`...)
+	buf = strconv.AppendInt(buf, int64(count), 10)
+	buf = append(buf, `},"axes":{"reversibility":`...)
+	buf = strconv.AppendQuote(buf, k.reversibility)
+	buf = append(buf, `,"blast_radius":`...)
+	buf = strconv.AppendQuote(buf, k.blast)
+	buf = append(buf, `,"externality":`...)
+	buf = strconv.AppendQuote(buf, k.ext)
+	buf = append(buf, `},"approval":{"present":false,"hold_id":null},"context":{},"meta":{`...)
+	buf = append(buf, `"timestamp":"2026-01-01T00:00:00Z","nonce":"`...)
+	buf = append(buf, session...)
+	buf = append(buf, '-')
+	buf = strconv.AppendInt(buf, int64(seq), 10)
+	return append(buf, `","signature":"stub"}}`...)
 }
