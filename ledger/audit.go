@@ -222,6 +222,7 @@ func (a *Audit) lead(ctx context.Context) {
 	a.mu.Unlock()
 
 	err := a.commit(ctx, batch)
+	a.cacheCharges(batch, err)
 	for _, e := range batch {
 		if e.conflict != nil && err == nil {
 			e.done <- signal{err: e.conflict}
@@ -295,6 +296,25 @@ func (a *Audit) appendAsync(batch []*entry) <-chan appended {
 		done <- appended{size, err}
 	}()
 	return done
+}
+
+// cacheCharges brings the charge cache up to date with a batch: the charges
+// it stored are added, and after a failure its sessions are dropped (the
+// commit may have been undone, or not).
+func (a *Audit) cacheCharges(batch []*entry, err error) {
+	var stored []engine.Charge
+	var sessions []string
+	for _, e := range batch {
+		switch {
+		case e.charge == nil:
+		case err != nil:
+			sessions = append(sessions, e.charge.SessionID)
+		case e.conflict == nil:
+			stored = append(stored, *e.charge)
+		}
+	}
+	a.db.charges.add(stored)
+	a.db.charges.forget(sessions)
 }
 
 // mirrored are the row ids a batch's mirror transaction inserted.

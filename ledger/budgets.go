@@ -15,6 +15,8 @@ var _ engine.Budgets = (*Budgets)(nil)
 // Budgets reads the per-session ledger of charges. Each charge is its own row,
 // so a session's totals over any window are a sum over an index range and
 // the rolling window needs no bucket maintenance; Prune bounds the table.
+// The charges of recently used sessions are also kept in memory (see
+// chargeCache), so most reads do not query SQLite.
 type Budgets struct {
 	db            *DB
 	totals, prune *sql.Stmt
@@ -32,8 +34,8 @@ func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 		stmt  **sql.Stmt
 		query string
 	}{
-		{&b.totals, `SELECT COALESCE(SUM(deletes), 0), COALESCE(SUM(external_sends), 0), COALESCE(SUM(objects), 0)
-			FROM charges WHERE session_id = ? AND at_ms >= ?`},
+		{&b.totals, `SELECT at_ms, deletes, external_sends, objects
+			FROM charges WHERE session_id = ? AND at_ms >= ? ORDER BY at_ms, id`},
 		{&b.prune, `DELETE FROM charges WHERE at_ms < ?`},
 	} {
 		stmt, err := db.prepare(ctx, p.query)
@@ -47,13 +49,40 @@ func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 
 // Totals sums the charges of sessionID made at or after since.
 func (b *Budgets) Totals(ctx context.Context, sessionID string, since time.Time) (engine.Totals, error) {
-	var t engine.Totals
-	err := b.totals.QueryRowContext(ctx, sessionID, since.UnixMilli()).
-		Scan(&t.Deletes, &t.ExternalSends, &t.Objects)
+	sinceMS := since.UnixMilli()
+	if t, ok := b.db.charges.totals(sessionID, sinceMS); ok {
+		return t, nil
+	}
+	charges, err := b.charges(ctx, sessionID, sinceMS)
 	if err != nil {
 		return engine.Totals{}, fmt.Errorf("budget totals of session %q: %w", sessionID, err)
 	}
+	var t engine.Totals
+	for _, c := range charges {
+		t.Deletes += c.Deletes
+		t.ExternalSends += c.ExternalSends
+		t.Objects += c.Objects
+	}
+	b.db.charges.load(sessionID, sinceMS, charges)
 	return t, nil
+}
+
+// charges reads the session's charges at or after sinceMS, oldest first.
+func (b *Budgets) charges(ctx context.Context, sessionID string, sinceMS int64) ([]cachedCharge, error) {
+	rows, err := b.totals.QueryContext(ctx, sessionID, sinceMS)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []cachedCharge
+	for rows.Next() {
+		var c cachedCharge
+		if err := rows.Scan(&c.atMS, &c.Deletes, &c.ExternalSends, &c.Objects); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // execCharge runs insertCharge for c.
@@ -85,6 +114,7 @@ func (b *Budgets) Prune(ctx context.Context, before time.Time) (int64, error) {
 		n, err = res.RowsAffected()
 		return err
 	})
+	b.db.charges.clear() // cached charges older than before must go too
 	if err != nil {
 		return 0, fmt.Errorf("prune charges before %s: %w", before.Format(time.RFC3339), err)
 	}

@@ -55,6 +55,10 @@ type DB struct {
 	// up to 100ms and multiplies commit latency under contention.
 	writer chan struct{}
 
+	// charges caches recent sessions' charges for Budgets.Totals; Audit
+	// commits keep it current.
+	charges *chargeCache
+
 	mu     sync.Mutex
 	stmts  []*sql.Stmt
 	closed bool
@@ -66,7 +70,7 @@ type DB struct {
 // persisted across restarts. A real file is used rather than a shared-cache
 // :memory: database, whose table locks break concurrent readers and writers.
 func Open(ctx context.Context, path string) (*DB, error) {
-	db := &DB{Now: time.Now, path: path, writer: make(chan struct{}, 1)}
+	db := &DB{Now: time.Now, path: path, writer: make(chan struct{}, 1), charges: newChargeCache()}
 	if path == "" {
 		dir, err := os.MkdirTemp("", "svc-ledger-*") // mode 0700
 		if err != nil {
