@@ -52,13 +52,13 @@ type OPAServerConfig struct {
 // and answers its health check again. It is never an allow without an
 // evaluation.
 type OPAServer struct {
-	cfg  OPAServerConfig
+	cfg   OPAServerConfig
 	dir   string // private directory holding the socket and opaBatchModule
 	sock  string
 	rest  *RESTEvaluator
 	batch *batcher
-	up   atomic.Bool
-	pid  atomic.Int64 // of the running (or last) server process
+	up    atomic.Bool
+	pid   atomic.Int64 // of the running (or last) server process
 
 	mu      sync.Mutex
 	lastErr error         // why the last server process ended; nil once one is ready
