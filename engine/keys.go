@@ -2,131 +2,351 @@ package engine
 
 import (
 	"bytes"
-	"encoding/json"
-	"io"
 	"slices"
 	"strings"
 )
 
-// envelopeFields are the exact key spellings of the envelope's objects.
-// encoding/json matches keys case-insensitively and keeps the last of
-// duplicates; an adapter in another language may read the first, or only
-// the exact spelling. So svc refuses anything two readers could disagree on.
-var envelopeFields = map[string][]string{
-	"":          knownTopLevel,
-	"agent":     {"id", "on_behalf_of", "session_id"},
-	"action":    {"namespace", "verb", "ability"},
-	"target":    {"kind", "ref", "environment"},
-	"magnitude": {"count"},
-	"axes":      {"reversibility", "blast_radius", "externality"},
-	"approval":  {"present", "hold_id"},
-	"meta":      {"timestamp", "nonce", "signature"},
+// envelopeObjects are the envelope's own objects, by path, with the exact
+// spellings of their keys. encoding/json matches keys case-insensitively
+// and keeps the last of duplicates; an adapter in another language may read
+// the first, or only the exact spelling. So svc refuses anything two
+// readers could disagree on.
+var envelopeObjects = []envelopeObject{
+	{"", knownTopLevel},
+	{"agent", []string{"id", "on_behalf_of", "session_id"}},
+	{"action", []string{"namespace", "verb", "ability"}},
+	{"target", []string{"kind", "ref", "environment"}},
+	{"magnitude", []string{"count"}},
+	{"axes", []string{"reversibility", "blast_radius", "externality"}},
+	{"approval", []string{"present", "hold_id"}},
+	{"meta", []string{"timestamp", "nonce", "signature"}},
 }
 
-// scanKeys reads the body once, token by token, and returns its unknown
-// top-level keys. It refuses a body that is not exactly one JSON value
-// (ErrInvalidJSON), one that is not an object, and, anywhere in the
-// document, an object with a duplicate key; in the envelope's own objects
-// (not in params or context, which are free-form maps) also two keys equal
-// under case folding and a key that spells an envelope field in another
-// case ("Target", "ENVIRONMENT"). Malformed JSON is reported before an
-// ambiguous key, wherever each occurs.
-func scanKeys(body []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, ErrInvalidJSON
-	}
-	if tok != json.Delim('{') {
-		if !json.Valid(body) {
-			return nil, ErrInvalidJSON
-		}
-		return nil, &InvalidEnvelope{Field: "(root)", Reason: "must be a JSON object"}
-	}
-	s := &scanner{dec: dec}
-	if err := s.object(""); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, ErrInvalidJSON
-	}
-	if s.ambiguous != nil {
-		return nil, s.ambiguous
-	}
-	return s.unknown, nil
+// envelopeObject is one of the envelope's own objects.
+type envelopeObject struct {
+	path   string
+	fields []string
 }
 
-// scanner walks a document; only a syntax error stops it, so that malformed
-// JSON wins over the first ambiguous key it recorded.
-type scanner struct {
-	dec       *json.Decoder
+// maxNestingDepth is encoding/json's limit on nested arrays and objects.
+const maxNestingDepth = 10000
+
+// maxLinearKeys is how many keys an object's duplicate check compares one
+// by one before it switches to a map.
+const maxLinearKeys = 16
+
+// member is one key and raw value of the document's root object.
+type member struct {
+	key   []byte // decoded key
+	value []byte // the value exactly as sent
+}
+
+// scanned is what scanKeys learnt of a well-formed, unambiguous document.
+type scanned struct {
+	members []member // the root object's members, in document order
+	unknown []string // unknown keys of objects nested under the key "", whose path is "" too
+}
+
+// scanKeys reads the body once, byte by byte, and returns its root members.
+// It refuses a body that is not exactly one JSON value (ErrInvalidJSON),
+// one that is not an object, and, anywhere in the document, an object with
+// a duplicate key; in the envelope's own objects (not in params or context,
+// which are free-form maps) also two keys equal under case folding and a
+// key that spells an envelope field in another case ("Target",
+// "ENVIRONMENT"). Malformed JSON is reported before an ambiguous key,
+// wherever each occurs, and an ambiguous key before nesting deeper than
+// encoding/json allows, which it reports as json.Unmarshal did.
+func scanKeys(body []byte) (scanned, error) {
+	s := keyScanner{data: body, stack: make([]frame, 0, 8), seen: make([]text, 0, 32)}
+	s.out.members = make([]member, 0, len(knownTopLevel))
+	s.skipSpace()
+	s.object = s.pos < len(body) && body[s.pos] == '{'
+	if err := s.document(); err != nil {
+		return scanned{}, ErrInvalidJSON
+	}
+	switch {
+	case !s.object && s.deep != nil:
+		return scanned{}, ErrInvalidJSON // json.Valid's verdict
+	case !s.object:
+		return scanned{}, &InvalidEnvelope{Field: "(root)", Reason: "must be a JSON object"}
+	case s.ambiguous != nil:
+		return scanned{}, s.ambiguous
+	case s.deep != nil:
+		return scanned{}, s.deep
+	}
+	return s.out, nil
+}
+
+// keyScanner walks a document without recursion, so no nesting exhausts
+// the goroutine stack. Only a syntax error stops it, so that malformed JSON
+// wins over the first ambiguous key it recorded. Its stack holds no
+// pointers: keys are offsets into the body or into decoded.
+type keyScanner struct {
+	data      []byte
+	pos       int
+	object    bool                        // the root is an object: check keys and record members
+	start     int                         // offset of the value of the root member being read
+	stack     []frame                     // the open arrays and objects, the root first
+	seen      []text                      // compared forms of the open objects' keys
+	decoded   [][]byte                    // keys and compared forms that are not bytes of the body
+	indexes   map[int]map[string]struct{} // compared forms by stack index, for objects of many keys
 	ambiguous *InvalidEnvelope
-	unknown   []string
+	deep      *InvalidEnvelope
+	out       scanned
 }
 
-func (s *scanner) value(path string) error {
-	tok, err := s.dec.Token()
-	if err != nil {
-		return ErrInvalidJSON
+// text is a key or compared form the scanner keeps: data[start:end], or,
+// when dec > 0, decoded[dec-1].
+type text struct{ start, end, dec int }
+
+// bytesOf returns the bytes t stands for.
+func (s *keyScanner) bytesOf(t text) []byte {
+	if t.dec > 0 {
+		return s.decoded[t.dec-1]
 	}
-	switch tok {
-	case json.Delim('{'):
-		return s.object(path)
-	case json.Delim('['):
-		for s.dec.More() {
-			if err := s.value(path + "[]"); err != nil {
+	return s.data[t.start:t.end]
+}
+
+// keep stores a decoded or compared form and returns it as a text.
+func (s *keyScanner) keep(b []byte) text {
+	s.decoded = append(s.decoded, b)
+	return text{dec: len(s.decoded)}
+}
+
+// frame is one open array or object. While a container is open, its key
+// is its parent's member.
+type frame struct {
+	array   bool
+	started bool // has a member or element
+	root    bool // the object's path is "" (the root, or a chain of "" keys from it)
+	indexed bool // the object has so many keys that they are in keyScanner.indexes
+	object  int  // 1 + its index in envelopeObjects for an envelope object, else 0
+	member  text // the key being read
+	seen    int  // this object's first entry in keyScanner.seen
+}
+
+// document reads one value and then only white space to the end.
+func (s *keyScanner) document() error {
+	if err := s.value(); err != nil {
+		return err
+	}
+	for len(s.stack) > 0 {
+		more, err := s.next()
+		if err != nil {
+			return err
+		}
+		if more {
+			if err := s.value(); err != nil {
 				return err
 			}
 		}
-		if _, err := s.dec.Token(); err != nil { // ]
-			return ErrInvalidJSON
-		}
+	}
+	s.skipSpace()
+	if s.pos != len(s.data) {
+		return errSyntax
 	}
 	return nil
 }
 
-func (s *scanner) object(path string) error {
-	seen := map[string]bool{}
-	known, structured := envelopeFields[path]
-	for s.dec.More() {
-		tok, err := s.dec.Token()
-		if err != nil {
-			return ErrInvalidJSON
-		}
-		key, _ := tok.(string)
-		s.check(path, key, known, structured, seen)
-		if err := s.value(joinPath(path, key)); err != nil {
-			return err
-		}
+// value reads a scalar, or opens an array or object.
+func (s *keyScanner) value() error {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return errSyntax
 	}
-	if _, err := s.dec.Token(); err != nil { // }
-		return ErrInvalidJSON
+	switch c := s.data[s.pos]; c {
+	case '{', '[':
+		s.open(c)
+		return nil
+	case '"':
+		_, _, err := s.str()
+		return err
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	}
+	return s.number()
+}
+
+// next moves past the value just read: it closes the innermost container,
+// or reads the separator (and, in an object, the key) before the next value.
+func (s *keyScanner) next() (bool, error) {
+	top := &s.stack[len(s.stack)-1]
+	if top.started && s.object && len(s.stack) == 1 {
+		s.out.members = append(s.out.members, member{key: s.bytesOf(top.member), value: s.data[s.start:s.pos]})
+	}
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return false, errSyntax
+	}
+	c := s.data[s.pos]
+	if (top.array && c == ']') || (!top.array && c == '}') {
+		s.pos++
+		s.close()
+		return false, nil
+	}
+	if top.started {
+		if c != ',' {
+			return false, errSyntax
+		}
+		s.pos++
+	}
+	top.started = true
+	if top.array {
+		return true, nil
+	}
+	return true, s.key(top)
+}
+
+// open pushes a new array or object; which envelope object it is follows
+// from its path exactly as the path strings would spell it.
+func (s *keyScanner) open(c byte) {
+	s.pos++
+	f := frame{array: c == '[', seen: len(s.seen)}
+	switch n := len(s.stack); {
+	case f.array:
+	case n == 0:
+		f.root, f.object = true, 1
+	case s.stack[n-1].root: // the path is the parent's key
+		key := s.bytesOf(s.stack[n-1].member)
+		f.root = len(key) == 0
+		f.object = 1 + slices.IndexFunc(envelopeObjects, func(o envelopeObject) bool { return o.path == string(key) })
+	}
+	s.stack = append(s.stack, f)
+	if len(s.stack) > maxNestingDepth && s.deep == nil {
+		s.deep = &InvalidEnvelope{Field: "(root)", Reason: "invalid character '" + string(c) + "' exceeded max depth"}
+	}
+}
+
+// close pops the innermost container and forgets its keys.
+func (s *keyScanner) close() {
+	n := len(s.stack) - 1
+	if s.stack[n].indexed {
+		delete(s.indexes, n)
+	}
+	s.seen = s.seen[:s.stack[n].seen]
+	s.stack = s.stack[:n]
+}
+
+// key reads a member's key and colon and checks the key.
+func (s *keyScanner) key(f *frame) error {
+	s.skipSpace()
+	if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+		return errSyntax
+	}
+	start := s.pos + 1
+	raw, plain, err := s.str()
+	if err != nil {
+		return err
+	}
+	s.skipSpace()
+	if s.pos >= len(s.data) || s.data[s.pos] != ':' {
+		return errSyntax
+	}
+	s.pos++
+	s.skipSpace()
+	f.member = text{start: start, end: start + len(raw)}
+	if len(s.stack) == 1 {
+		s.start = s.pos
+	}
+	if !plain {
+		f.member = s.keep(unquote(raw))
+	}
+	if s.object && s.ambiguous == nil {
+		s.check(f, plain)
 	}
 	return nil
 }
 
-// check records the first ambiguous key and the unknown top-level ones.
-func (s *scanner) check(path, key string, known []string, structured bool, seen map[string]bool) {
-	id := key
-	if structured {
-		id = strings.ToLower(Clean(key))
+// check records the first ambiguous key and the unknown keys of objects
+// read as the root.
+func (s *keyScanner) check(f *frame, plain bool) {
+	key, id, misspelt := s.bytesOf(f.member), f.member, false
+	var fields []string
+	if f.object > 0 {
+		fields = envelopeObjects[f.object-1].fields
+		if !plain || !lowerTrimmed(key) {
+			id = s.keep([]byte(strings.ToLower(Clean(string(key)))))
+			misspelt = misspelled(string(key), fields)
+		}
 	}
 	switch {
-	case seen[id]:
-		s.fail(joinPath(path, key), "duplicate key (keys must be unique)")
-	case structured && misspelled(key, known):
-		s.fail(joinPath(path, key), "field names are lower case (snake_case) exactly as documented")
-	case path == "" && !slices.Contains(known, key):
-		s.unknown = append(s.unknown, key)
+	case s.remember(id):
+		s.fail(key, "duplicate key (keys must be unique)")
+	case misspelt:
+		s.fail(key, "field names are lower case (snake_case) exactly as documented")
+	case f.root && len(s.stack) > 1 && !slices.Contains(fields, string(key)):
+		// The root's own unknown members are among s.out.members.
+		s.out.unknown = append(s.out.unknown, string(key))
 	}
-	seen[id] = true
 }
 
-func (s *scanner) fail(field, reason string) {
-	if s.ambiguous == nil {
-		s.ambiguous = &InvalidEnvelope{Field: field, Reason: reason}
+// lowerTrimmed reports whether a printable ASCII key has no upper-case
+// letter and no surrounding space: then Clean and ToLower keep it as it is,
+// and it cannot spell a (lower-case) field name in another case.
+func lowerTrimmed(key []byte) bool {
+	if len(key) > 0 && (key[0] == ' ' || key[len(key)-1] == ' ') {
+		return false
 	}
+	for _, c := range key {
+		if 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// remember adds id to the innermost object's keys and reports whether it
+// was there already.
+func (s *keyScanner) remember(id text) bool {
+	n := len(s.stack) - 1
+	if s.stack[n].indexed {
+		index := s.indexes[n]
+		_, dup := index[string(s.bytesOf(id))]
+		index[string(s.bytesOf(id))] = struct{}{}
+		return dup
+	}
+	keys := s.seen[s.stack[n].seen:]
+	for _, k := range keys {
+		if bytes.Equal(s.bytesOf(k), s.bytesOf(id)) {
+			return true
+		}
+	}
+	s.seen = append(s.seen, id)
+	if len(keys) == maxLinearKeys {
+		s.index(n)
+	}
+	return false
+}
+
+// index moves the keys of object n to a map, where an object of many keys
+// looks up its duplicates.
+func (s *keyScanner) index(n int) {
+	index := make(map[string]struct{}, 4*maxLinearKeys)
+	for _, k := range s.seen[s.stack[n].seen:] {
+		index[string(s.bytesOf(k))] = struct{}{}
+	}
+	if s.indexes == nil {
+		s.indexes = map[int]map[string]struct{}{}
+	}
+	s.indexes[n] = index
+	s.stack[n].indexed = true
+}
+
+// fail records the first ambiguous key, named by its path.
+func (s *keyScanner) fail(key []byte, reason string) {
+	path := ""
+	for i := 1; i < len(s.stack); i++ {
+		if s.stack[i-1].array {
+			path += "[]"
+		} else {
+			path = joinPath(path, string(s.bytesOf(s.stack[i-1].member)))
+		}
+	}
+	s.ambiguous = &InvalidEnvelope{Field: joinPath(path, string(key)), Reason: reason}
 }
 
 // misspelled reports whether key equals a known field but for case.

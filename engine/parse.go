@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,114 +30,30 @@ func (e *InvalidEnvelope) Error() string { return fmt.Sprintf("%s: %s", e.Field,
 // well-formed JSON value.
 var ErrInvalidJSON = errors.New("invalid_json")
 
-type wireEnvelope struct {
-	SvcVersion    *string         `json:"svc_version"`
-	Agent         *wireAgent      `json:"agent"`
-	Action        *wireAction     `json:"action"`
-	Target        *wireTarget     `json:"target"`
-	Params        json.RawMessage `json:"params"`
-	Magnitude     *wireMagnitude  `json:"magnitude"`
-	Axes          *wireAxes       `json:"axes"`
-	Approval      *wireApproval   `json:"approval"`
-	TrajectoryRef *string         `json:"trajectory_ref"`
-	Context       json.RawMessage `json:"context"`
-	Meta          *wireMeta       `json:"meta"`
-}
-
-type wireAgent struct {
-	ID         *string `json:"id"`
-	OnBehalfOf *string `json:"on_behalf_of"`
-	SessionID  *string `json:"session_id"`
-}
-
-type wireAction struct {
-	Namespace *string `json:"namespace"`
-	Verb      *string `json:"verb"`
-	Ability   *string `json:"ability"`
-}
-
-type wireTarget struct {
-	Kind        *string `json:"kind"`
-	Ref         *string `json:"ref"`
-	Environment *string `json:"environment"`
-}
-
-type wireMagnitude struct {
-	Count json.RawMessage `json:"count"`
-}
-
-type wireAxes struct {
-	Reversibility *string `json:"reversibility"`
-	BlastRadius   *string `json:"blast_radius"`
-	Externality   *string `json:"externality"`
-}
-
-type wireApproval struct {
-	Present *bool   `json:"present"`
-	HoldID  *string `json:"hold_id"`
-}
-
-type wireMeta struct {
-	Timestamp *string `json:"timestamp"`
-	Nonce     *string `json:"nonce"`
-	Signature *string `json:"signature"`
-}
-
 var knownTopLevel = []string{"svc_version", "agent", "action", "target", "params", "magnitude", "axes",
 	"approval", "trajectory_ref", "context", "meta"}
 
 // ParseEnvelope decodes, validates and canonicalises an Action Envelope.
 // It returns ErrInvalidJSON for malformed JSON and *InvalidEnvelope for a
-// document that breaks the envelope contract (docs/api.md).
+// document that breaks the envelope contract (docs/api.md). It reads the
+// body in one checking pass (scanKeys) and one decoding pass over the
+// checked values, and refuses exactly what encoding/json based parsing
+// refused, with the same errors.
 func ParseEnvelope(body []byte) (*Envelope, error) {
-	unknown, err := scanKeys(body)
+	doc, err := scanKeys(body)
 	if err != nil {
 		return nil, err
 	}
-	var w wireEnvelope
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, typeError(err)
+	w, err := decodeWire(doc.members)
+	if err != nil {
+		return nil, err
 	}
 	env, err := w.canonical()
 	if err != nil {
 		return nil, err
 	}
-	if len(unknown) > 0 {
-		env.Extra = extraFields(body, unknown)
-	}
+	env.Extra = doc.extra()
 	return env, nil
-}
-
-// extraFields returns the raw values of the unknown top-level keys of an
-// already validated document.
-func extraFields(body []byte, keys []string) map[string]json.RawMessage {
-	var top map[string]json.RawMessage
-	_ = json.Unmarshal(body, &top) // scanKeys validated the document
-	extra := make(map[string]json.RawMessage, len(keys))
-	for _, k := range keys {
-		extra[k] = top[k]
-	}
-	return extra
-}
-
-func typeError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return &InvalidEnvelope{Field: te.Field, Reason: "must be " + jsonKind(te.Type.Kind().String())}
-	}
-	return &InvalidEnvelope{Field: "(root)", Reason: err.Error()}
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "struct", "map":
-		return "an object"
-	}
-	return "a number"
 }
 
 func (w *wireEnvelope) canonical() (*Envelope, error) {
@@ -290,18 +205,17 @@ func (v *validator) approval(env *Envelope, a *wireApproval) {
 }
 
 // object decodes an optional JSON object field; null or absent is empty.
+// raw is a value scanKeys has checked, so a leading '{' makes it an object.
 func (v *validator) object(field string, raw json.RawMessage) map[string]any {
-	out := map[string]any{}
 	if len(raw) == 0 || string(raw) == "null" {
-		return out
+		return map[string]any{}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&out); err != nil || out == nil {
+	if raw[0] != '{' {
 		v.fail(field, "must be an object")
 		return map[string]any{}
 	}
-	return out
+	r := wireReader{data: raw}
+	return r.value().(map[string]any)
 }
 
 func (v *validator) context(env *Envelope) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,7 +141,10 @@ func FuzzParseEnvelope(f *testing.F) {
 	}
 	f.Add([]byte(`{"agent":{"id":"\u200b"}}`))
 	f.Add([]byte(`[1,2]`))
+	f.Add([]byte(`{"params": {"a\u0041": [1e400, -0.5E+3, "\ud800\udc00\ud800"], "a\u0041": null}}`))
+	f.Add([]byte("{\"agent\": {\"I\xffD\": 1, \"\u212Aind\": {\"\": [{}]}}, \"\": {\"Target\": 1}}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		requireSameAsLegacy(t, body)
 		env, err := ParseEnvelope(body)
 		if err != nil {
 			require.Nil(t, env)
@@ -181,4 +185,71 @@ func TestParseEnvelopeRefusesAmbiguousKeys(t *testing.T) {
 	ok := strings.Replace(base, `"approval":`, `"params": {"ID": 1, "id": 2}, "context": {"Mode": "x"}, "approval":`, 1)
 	_, err := ParseEnvelope([]byte(ok))
 	assert.NoError(t, err, "free-form maps keep keys that differ only in case")
+}
+
+func TestParseEnvelopeJSONCorners(t *testing.T) {
+	base := string(readEnvelope(t, "minimal.json"))
+	with := func(old, repl string) string { return strings.Replace(base, old, repl, 1) }
+	params := func(p string) string { return with(`"approval":`, `"params": `+p+`, "approval":`) }
+	nest := func(n int) string { return strings.Repeat("[", n) + "1" + strings.Repeat("]", n) }
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf(`"k%d": %d`, i, i))
+	}
+	deep := "invalid character '[' exceeded max depth"
+	cases := []struct {
+		name, body, field, reason string // field "" is accepted; "json" is ErrInvalidJSON
+	}{
+		{"escaped key spells a field", with(`"target":`, `"t\u0061rget":`), "", ""},
+		{"escaped key in another case", with(`"target":`, `"\u0054arget":`), "Target", "field names are lower case (snake_case) exactly as documented"},
+		{"escaped twin of a key", with(`"target":`, `"t\u0061rget": {}, "target":`), "target", "duplicate key (keys must be unique)"},
+		{"Kelvin sign folds to k", with(`"environment"`, `"\u212Aind": "x", "environment"`), "target.\u212Aind", "field names are lower case (snake_case) exactly as documented"},
+		{"invalid UTF-8 keys decode alike", params("{\"a\xff\": 1, \"a\xfe\": 2}"), "params.a\ufffd", "duplicate key (keys must be unique)"},
+		{"lone surrogates decode alike", params(`{"\ud800": 1, "\udfff": 2}`), "params.\ufffd", "duplicate key (keys must be unique)"},
+		{"surrogate pairs stay apart", params(`{"\ud83d\ude00": 1, "\ud83d\ude01": 2}`), "", ""},
+		{"many keys, duplicate late", params("{" + strings.Join(many, ", ") + `, "k33": 0}`), "params.k33", "duplicate key (keys must be unique)"},
+		{"huge numbers in params", params(`{"n": 1e400, "m": 123456789012345678901234567890}`), "", ""},
+		{"huge count", with(`"count": 1`, `"count": 1e400`), "magnitude.count", "must be an integer from 1 to 1000000000000"},
+		{"long integer count", with(`"count": 1`, `"count": 123456789012345678901234567890`), "magnitude.count", "must be an integer from 1 to 1000000000000"},
+		{"nesting at the limit", params(`{"a": ` + nest(maxNestingDepth-2) + `}`), "", ""},
+		{"nesting past the limit", params(`{"a": ` + nest(maxNestingDepth-1) + `}`), "(root)", deep},
+		{"ambiguous key before depth", params(`{"a": ` + nest(maxNestingDepth) + `, "a": 1}`), "params.a", "duplicate key (keys must be unique)"},
+		{"malformed JSON before depth", params(`{"a": ` + nest(maxNestingDepth) + `,}`), "json", ""},
+		{"deep array root", nest(maxNestingDepth + 1), "json", ""},
+		{"type error before a missing field", with(`{"id": "agent-7", `, `{"id": 7, `), "agent.id", "must be a string"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, err := ParseEnvelope([]byte(c.body))
+			switch c.field {
+			case "":
+				require.NoError(t, err)
+				assert.Equal(t, "staging", env.Target.Environment)
+			case "json":
+				require.ErrorIs(t, err, ErrInvalidJSON)
+			default:
+				require.Equal(t, &InvalidEnvelope{Field: c.field, Reason: c.reason}, err)
+			}
+		})
+	}
+}
+
+func TestParseEnvelopeDecodesValues(t *testing.T) {
+	body := []byte(strings.Replace(string(readEnvelope(t, "minimal.json")), `"approval":`,
+		`"params": {"s": "a\u0041\n\ud83d\ude00\ud800", "n": -0.5e+3, "l": [true, null, {}], "e": []},
+		"x_raw": [1, {"b": "c"}], "approval":`, 1))
+	env, err := ParseEnvelope(body)
+	require.NoError(t, err)
+	want := map[string]any{"s": "aA\n\U0001F600\ufffd", "n": json.Number("-0.5e+3"),
+		"l": []any{true, nil, map[string]any{}}, "e": []any{}}
+	assert.Equal(t, want, env.Params)
+	assert.Equal(t, map[string]json.RawMessage{"x_raw": json.RawMessage(`[1, {"b": "c"}]`)}, env.Extra)
+
+	for i := range body { // the envelope must not alias the request body
+		body[i] = 'X'
+	}
+	assert.Equal(t, want, env.Params)
+	assert.Equal(t, json.RawMessage(`[1, {"b": "c"}]`), env.Extra["x_raw"])
+	assert.Equal(t, "agent-7", env.Agent.ID)
+	assert.Equal(t, "read", env.Action.RawVerb)
 }

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+)
+
+// This file keeps the encoding/json based ParseEnvelope that the single-pass
+// scanner replaced, as the reference the differential fuzz test compares
+// against. Only tests use it.
+
+// legacyParseEnvelope is the former ParseEnvelope.
+func legacyParseEnvelope(body []byte) (*Envelope, error) {
+	unknown, err := legacyScanKeys(body)
+	if err != nil {
+		return nil, err
+	}
+	var w wireEnvelope
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, legacyTypeError(err)
+	}
+	env, err := w.canonical()
+	if err != nil {
+		return nil, err
+	}
+	env.Params, env.Context = legacyObject(w.Params), legacyObject(w.Context)
+	if len(unknown) > 0 {
+		var top map[string]json.RawMessage
+		_ = json.Unmarshal(body, &top)
+		env.Extra = make(map[string]json.RawMessage, len(unknown))
+		for _, k := range unknown {
+			env.Extra[k] = top[k]
+		}
+	}
+	return env, nil
+}
+
+// legacyObject decodes params or context the way the former validator did;
+// canonical has already refused anything but an object or null.
+func legacyObject(raw json.RawMessage) map[string]any {
+	out := map[string]any{}
+	if len(raw) == 0 || string(raw) == "null" {
+		return out
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return nil
+	}
+	return out
+}
+
+func legacyTypeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		kind := "a number"
+		switch te.Type.Kind().String() {
+		case "string":
+			kind = "a string"
+		case "bool":
+			kind = "a boolean"
+		case "struct", "map":
+			kind = "an object"
+		}
+		return &InvalidEnvelope{Field: te.Field, Reason: "must be " + kind}
+	}
+	return &InvalidEnvelope{Field: "(root)", Reason: err.Error()}
+}
+
+func legacyScanKeys(body []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, ErrInvalidJSON
+	}
+	if tok != json.Delim('{') {
+		if !json.Valid(body) {
+			return nil, ErrInvalidJSON
+		}
+		return nil, &InvalidEnvelope{Field: "(root)", Reason: "must be a JSON object"}
+	}
+	s := &legacyScanner{dec: dec}
+	if err := s.object(""); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, ErrInvalidJSON
+	}
+	if s.ambiguous != nil {
+		return nil, s.ambiguous
+	}
+	return s.unknown, nil
+}
+
+type legacyScanner struct {
+	dec       *json.Decoder
+	ambiguous *InvalidEnvelope
+	unknown   []string
+}
+
+func (s *legacyScanner) value(path string) error {
+	tok, err := s.dec.Token()
+	if err != nil {
+		return ErrInvalidJSON
+	}
+	switch tok {
+	case json.Delim('{'):
+		return s.object(path)
+	case json.Delim('['):
+		for s.dec.More() {
+			if err := s.value(path + "[]"); err != nil {
+				return err
+			}
+		}
+		if _, err := s.dec.Token(); err != nil {
+			return ErrInvalidJSON
+		}
+	}
+	return nil
+}
+
+func (s *legacyScanner) object(path string) error {
+	seen := map[string]bool{}
+	known, structured := legacyFields(path)
+	for s.dec.More() {
+		tok, err := s.dec.Token()
+		if err != nil {
+			return ErrInvalidJSON
+		}
+		key, _ := tok.(string)
+		s.check(path, key, known, structured, seen)
+		if err := s.value(joinPath(path, key)); err != nil {
+			return err
+		}
+	}
+	if _, err := s.dec.Token(); err != nil {
+		return ErrInvalidJSON
+	}
+	return nil
+}
+
+func (s *legacyScanner) check(path, key string, known []string, structured bool, seen map[string]bool) {
+	id := key
+	if structured {
+		id = strings.ToLower(Clean(key))
+	}
+	switch {
+	case seen[id]:
+		s.fail(joinPath(path, key), "duplicate key (keys must be unique)")
+	case structured && legacyMisspelled(key, known):
+		s.fail(joinPath(path, key), "field names are lower case (snake_case) exactly as documented")
+	case path == "" && !slices.Contains(known, key):
+		s.unknown = append(s.unknown, key)
+	}
+	seen[id] = true
+}
+
+func (s *legacyScanner) fail(field, reason string) {
+	if s.ambiguous == nil {
+		s.ambiguous = &InvalidEnvelope{Field: field, Reason: reason}
+	}
+}
+
+// legacyFields is the former envelopeFields[path] lookup.
+func legacyFields(path string) ([]string, bool) {
+	for _, o := range envelopeObjects {
+		if o.path == path {
+			return o.fields, true
+		}
+	}
+	return nil, false
+}
+
+func legacyMisspelled(key string, known []string) bool {
+	for _, k := range known {
+		if key != k && strings.EqualFold(key, k) {
+			return true
+		}
+	}
+	return false
+}
