@@ -71,6 +71,14 @@ var confusables = strings.NewReplacer(
 // Unicode NFKC, control and format characters (zero-width spaces, bidi
 // marks) removed, surrounding space trimmed. Case is kept.
 func Clean(s string) string {
+	if printableASCII(s) {
+		return strings.Trim(s, " ")
+	}
+	return cleanUnicode(s)
+}
+
+// cleanUnicode is Clean for any text.
+func cleanUnicode(s string) string {
 	s = norm.NFKC.String(s)
 	s = strings.Map(func(r rune) rune {
 		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar {
@@ -84,7 +92,15 @@ func Clean(s string) string {
 // Fold is Clean followed by Unicode case folding and the confusables map:
 // the form in which identities and names are compared.
 func Fold(s string) string {
-	return confusables.Replace(folder.String(Clean(s)))
+	if printableASCII(s) {
+		return strings.ToLower(strings.Trim(s, " "))
+	}
+	return foldUnicode(s)
+}
+
+// foldUnicode is Fold for any text.
+func foldUnicode(s string) string {
+	return confusables.Replace(folder.String(cleanUnicode(s)))
 }
 
 // CanonicalEnvironment maps a caller's environment to production, staging
@@ -164,4 +180,16 @@ func camelBoundary(runes []rune, i int) bool {
 		return true
 	}
 	return unicode.IsUpper(prev) && i+1 < len(runes) && unicode.IsLower(runes[i+1])
+}
+
+// printableASCII reports whether s is all printable ASCII (space to tilde),
+// which NFKC, the control and format filter and the confusables map all
+// keep as is, and which case folding only lowers.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
