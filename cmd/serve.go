@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -73,8 +75,30 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Str("service", "svc").Logger()
 }
 
+// serveGCPercent and serveMemoryLimit tune the Go garbage collector of
+// `svc serve` unless GOGC or GOMEMLIMIT are set: a decision allocates a few
+// tens of KiB that die at once, so collecting four times less often saves
+// CPU on the decision path, and the soft limit keeps the heap well inside
+// the 100 MiB the engine is sized for (docs/performance.md).
+const (
+	serveGCPercent   = 400
+	serveMemoryLimit = 64 << 20
+)
+
+// tuneGC applies serveGCPercent and serveMemoryLimit where the environment
+// does not set its own.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(serveMemoryLimit)
+	}
+}
+
 func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.LogLevel)
+	tuneGC()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	a, err := openApp(ctx, cfg, log)

@@ -207,3 +207,10 @@ func TestBatcher(t *testing.T) {
 		assert.Equal(t, 0, b.running)
 	})
 }
+
+// TestOPAServerEnv: a supervised server collects garbage less often unless
+// the operator chose a GOGC.
+func TestOPAServerEnv(t *testing.T) {
+	assert.Equal(t, []string{"PATH=/bin", "GOGC=" + opaGCPercent}, opaServerEnv([]string{"PATH=/bin"}))
+	assert.Equal(t, []string{"GOGC=off", "PATH=/bin"}, opaServerEnv([]string{"GOGC=off", "PATH=/bin"}))
+}

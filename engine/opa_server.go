@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,6 +231,7 @@ func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 	_ = os.Remove(s.sock) // left behind by a killed predecessor
 	out := &opaServerOutput{log: s.cfg.Logger, tail: opaOutputTail}
 	cmd := exec.Command(s.cfg.Bin, s.args()...)
+	cmd.Env = opaServerEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = opaServerProcAttr()
 	cmd.WaitDelay = opaWaitDelay
@@ -273,6 +275,23 @@ func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 	}
 	s.ended(err)
 	return served, err
+}
+
+// opaGCPercent is the GOGC of a supervised server unless svc's environment
+// sets one: each query allocates a parse of its input and an evaluation
+// that die at once, and collecting four times less often cut the server's
+// CPU per decision by about a quarter here (docs/performance.md).
+const opaGCPercent = "400"
+
+// opaServerEnv is the environment of a supervised server: svc's own, with
+// GOGC=opaGCPercent added when it has none.
+func opaServerEnv(env []string) []string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOGC=") {
+			return env
+		}
+	}
+	return append(env, "GOGC="+opaGCPercent)
 }
 
 // args are the opa command line: the server on the private socket, offline,
