@@ -224,6 +224,58 @@ test_thresholds_are_data if {
 	d.reason == "session delete budget exceeded: 0 prior + 5 requested > limit 4"
 }
 
+# The budget branches of decision test the charge conditions inline. An
+# action must be held by the first budget, in the order deletes,
+# external_sends, objects, that it charges (charge > 0) and would take past
+# its limit, and by no budget otherwise.
+test_budget_verdicts_agree_with_charge if {
+	limits := {"deletes": 20, "external_sends": 50, "objects": 200}
+	mismatches := [[p, d] |
+		some v in ["read", "update", "delete", "emit"]
+		some ext in policy.externalities
+		some n in [0, 1, 5]
+		some pd in [15, 16, 20, 25]
+		some ps in [45, 46, 50, 55]
+		some po in [195, 196, 200, 205]
+		p := object.union(act(v, "dev", "reversible", "single", ext, n), prior(pd, ps, po))
+		d := decide(p)
+		not budget_verdict_matches(d, charge_of(p), {"deletes": pd, "external_sends": ps, "objects": po}, limits)
+	]
+	mismatches == []
+}
+
+budget_order := ["deletes", "external_sends", "objects"]
+
+budget_rules := {
+	"deletes": "svc.policy/session_delete_budget",
+	"external_sends": "svc.policy/cumulative_budget",
+	"objects": "svc.policy/cumulative_budget",
+}
+
+budget_labels := {
+	"deletes": "session delete budget",
+	"external_sends": "session external send budget",
+	"objects": "session object budget",
+}
+
+exceeded(c, totals, limits) := [name |
+	some name in budget_order
+	c[name] > 0
+	totals[name] + c[name] > limits[name]
+]
+
+budget_verdict_matches(d, c, totals, limits) if {
+	exceeded(c, totals, limits) == []
+	d.decision == "allow"
+}
+
+budget_verdict_matches(d, c, totals, limits) if {
+	name := exceeded(c, totals, limits)[0]
+	d.decision == "require_approval"
+	d.rule == budget_rules[name]
+	d.reason == sprintf("%s exceeded: %v prior + %v requested > limit %v", [budget_labels[name], totals[name], c[name], limits[name]])
+}
+
 # --- charge ---
 
 test_charge_delete_internal if {
@@ -260,6 +312,51 @@ test_invalid_input_denied if {
 	] {
 		expect(patch, "deny", "svc.policy/invalid_input")
 	}
+}
+
+test_missing_or_mistyped_fields_denied if {
+	every doc in [
+		json.remove(base, ["frozen"]),
+		json.remove(base, ["envelope/action/verb"]),
+		json.remove(base, ["envelope/target"]),
+		json.remove(base, ["envelope/axes/externality"]),
+		json.remove(base, ["envelope/magnitude"]),
+		json.remove(base, ["cumulative/objects"]),
+		object.union(base, {"frozen": null}),
+		object.union(base, {"envelope": {"action": {"verb": "Delete"}}}),
+		object.union(base, {"envelope": {"magnitude": {"count": null}}}),
+		object.union(base, {"envelope": {"magnitude": {"count": true}}}),
+		object.union(base, {"envelope": {"magnitude": {"count": [1]}}}),
+		object.union(base, {"cumulative": {"external_sends": 0.5}}),
+		object.union(base, {"cumulative": {"objects": -2}}),
+	] {
+		d := policy.decision with input as doc
+		d.decision == "deny"
+		d.rule == "svc.policy/invalid_input"
+	}
+}
+
+test_integral_numbers_accepted if {
+	expect(object.union(act("delete", "dev", "reversible", "single", "internal", 2.0), prior(0.0, 0, 1e2)), "allow", "svc.policy/default_allow")
+}
+
+test_invalid_threshold_values_denied if {
+	every t in [
+		{"deletes": -1, "external_sends": 50, "objects": 200},
+		{"deletes": 20, "external_sends": 50.5, "objects": 200},
+		{"deletes": 20, "external_sends": 50, "objects": null},
+		{"deletes": 20, "external_sends": true, "objects": 200},
+		{"deletes": [20], "external_sends": 50, "objects": 200},
+	] {
+		d := decide({}) with data.svc.thresholds as t
+		d.decision == "deny"
+		d.rule == "svc.policy/invalid_thresholds"
+	}
+}
+
+test_invalid_input_beats_invalid_thresholds if {
+	d := decide({"frozen": "yes"}) with data.svc.thresholds as {"deletes": "20", "external_sends": 50, "objects": 200}
+	d.rule == "svc.policy/invalid_input"
 }
 
 test_empty_input_denied if {
