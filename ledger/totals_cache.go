@@ -7,14 +7,17 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
+// The cache holds at most cacheSessions × cacheCharges charges of 32 bytes:
+// 16 MiB.
 const (
 	// cacheSessions bounds how many sessions' charges are kept in memory;
 	// the least recently used session is dropped first and read from
 	// SQLite again on its next decision.
-	cacheSessions = 4096
-	// cacheCharges bounds the charges kept for one session; a session with
-	// more is not cached and is summed by SQLite each time.
-	cacheCharges = 1024
+	cacheSessions = 2048
+	// cacheCharges bounds the charges kept for one session (the bundled
+	// pack's object budget allows 200 per window); a session with more is
+	// not cached and is summed by SQLite each time.
+	cacheCharges = 256
 )
 
 // chargeCache keeps, for recently used sessions, their charges made at or
