@@ -55,15 +55,9 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Create persists a new pending hold. A hold with the same id is
-// ErrExists; a hold without id, rule, envelope or a future expiry is
-// invalid.
-func (s *Store) Create(ctx context.Context, h engine.Hold) error {
-	return create(ctx, s.db, h)
-}
-
-// CreateIn is Create in tx, the transaction that records the decision
-// raising the hold.
+// CreateIn persists a new pending hold in tx, the transaction that records
+// the decision raising it. A hold with the same id is ErrExists; a hold
+// without id, rule, envelope or a future expiry is invalid.
 func (s *Store) CreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) error {
 	return create(ctx, tx, h)
 }

@@ -66,21 +66,18 @@ func (s *Store) unresolve(ctx context.Context, id string, res Resolution) error 
 	return nil
 }
 
-// Consume redeems an approved, unexpired, unconsumed hold for the decision
-// decisionID in one compare-and-set: of any number of concurrent callers
-// exactly one succeeds. An unknown id is ErrNotFound; any other state is
-// ErrNotRedeemable (an engine.ErrConflict) carrying the status as of now.
-func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Time) (engine.Hold, error) {
-	return consume(ctx, s.db, engine.Consumption{HoldID: id, DecisionID: decisionID, At: now})
-}
-
-// ConsumeIn is Consume in tx, the transaction that records the decision
-// redeeming the hold; a consumption that loses changes nothing.
+// ConsumeIn redeems an approved, unexpired, unconsumed hold for the
+// decision c.DecisionID in one compare-and-set, in tx, the transaction that
+// records that decision: of any number of concurrent callers exactly one
+// succeeds, and a loser changes nothing. An unknown id is ErrNotFound; any
+// other state is ErrNotRedeemable (an engine.ErrConflict) carrying the
+// status as of c.At.
 func (s *Store) ConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) error {
 	_, err := consume(ctx, tx, c)
 	return err
 }
 
+// consume is ConsumeIn on q, returning the consumed hold.
 func consume(ctx context.Context, q querier, c engine.Consumption) (engine.Hold, error) {
 	id := c.HoldID
 	if c.DecisionID == "" {
