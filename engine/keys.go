@@ -44,7 +44,6 @@ type member struct {
 // scanned is what scanKeys learnt of a well-formed, unambiguous document.
 type scanned struct {
 	members []member // the root object's members, in document order
-	unknown []string // unknown keys of objects nested under the key "", whose path is "" too
 }
 
 // scanKeys reads the body once, byte by byte, and returns its root members.
@@ -118,7 +117,6 @@ func (s *keyScanner) keep(b []byte) text {
 type frame struct {
 	array   bool
 	started bool // has a member or element
-	root    bool // the object's path is "" (the root, or a chain of "" keys from it)
 	indexed bool // the object has so many keys that they are in keyScanner.indexes
 	object  int  // 1 + its index in envelopeObjects for an envelope object, else 0
 	member  text // the key being read
@@ -201,19 +199,21 @@ func (s *keyScanner) next() (bool, error) {
 	return true, s.key(top)
 }
 
-// open pushes a new array or object; which envelope object it is follows
-// from its path exactly as the path strings would spell it.
+// open pushes a new array or object. The envelope's own objects are the
+// root and the root's members named after one of them; any other object,
+// a member keyed "" included, is free-form.
 func (s *keyScanner) open(c byte) {
 	s.pos++
 	f := frame{array: c == '[', seen: len(s.seen)}
 	switch n := len(s.stack); {
 	case f.array:
 	case n == 0:
-		f.root, f.object = true, 1
-	case s.stack[n-1].root: // the path is the parent's key
-		key := s.bytesOf(s.stack[n-1].member)
-		f.root = len(key) == 0
-		f.object = 1 + slices.IndexFunc(envelopeObjects, func(o envelopeObject) bool { return o.path == string(key) })
+		f.object = 1
+	case n == 1 && !s.stack[0].array:
+		key := string(s.bytesOf(s.stack[0].member))
+		if i := slices.IndexFunc(envelopeObjects[1:], func(o envelopeObject) bool { return o.path == key }); i >= 0 {
+			f.object = 2 + i
+		}
 	}
 	s.stack = append(s.stack, f)
 	if len(s.stack) > maxNestingDepth && s.deep == nil {
@@ -261,8 +261,7 @@ func (s *keyScanner) key(f *frame) error {
 	return nil
 }
 
-// check records the first ambiguous key and the unknown keys of objects
-// read as the root.
+// check records the first ambiguous key.
 func (s *keyScanner) check(f *frame, plain bool) {
 	key, id, misspelt := s.bytesOf(f.member), f.member, false
 	var fields []string
@@ -278,9 +277,6 @@ func (s *keyScanner) check(f *frame, plain bool) {
 		s.fail(key, "duplicate key (keys must be unique)")
 	case misspelt:
 		s.fail(key, "field names are lower case (snake_case) exactly as documented")
-	case f.root && len(s.stack) > 1 && !slices.Contains(fields, string(key)):
-		// The root's own unknown members are among s.out.members.
-		s.out.unknown = append(s.out.unknown, string(key))
 	}
 }
 

@@ -85,7 +85,7 @@ func legacyScanKeys(body []byte) ([]string, error) {
 		return nil, &InvalidEnvelope{Field: "(root)", Reason: "must be a JSON object"}
 	}
 	s := &legacyScanner{dec: dec}
-	if err := s.object(""); err != nil {
+	if err := s.object("", 0); err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -103,17 +103,18 @@ type legacyScanner struct {
 	unknown   []string
 }
 
-func (s *legacyScanner) value(path string) error {
+// value reads a value at path, depth containers below the root.
+func (s *legacyScanner) value(path string, depth int) error {
 	tok, err := s.dec.Token()
 	if err != nil {
 		return ErrInvalidJSON
 	}
 	switch tok {
 	case json.Delim('{'):
-		return s.object(path)
+		return s.object(path, depth)
 	case json.Delim('['):
 		for s.dec.More() {
-			if err := s.value(path + "[]"); err != nil {
+			if err := s.value(path+"[]", depth+1); err != nil {
 				return err
 			}
 		}
@@ -124,17 +125,24 @@ func (s *legacyScanner) value(path string) error {
 	return nil
 }
 
-func (s *legacyScanner) object(path string) error {
+// object reads an object; only the root (depth 0) and its members named
+// after an envelope object (depth 1) are the envelope's own objects. (The
+// former code looked objects up by path alone, so a member keyed "" read as
+// a second root; the legacy reference has that fixed too.)
+func (s *legacyScanner) object(path string, depth int) error {
 	seen := map[string]bool{}
 	known, structured := legacyFields(path)
+	if depth > 1 || (depth == 1 && path == "") {
+		known, structured = nil, false
+	}
 	for s.dec.More() {
 		tok, err := s.dec.Token()
 		if err != nil {
 			return ErrInvalidJSON
 		}
 		key, _ := tok.(string)
-		s.check(path, key, known, structured, seen)
-		if err := s.value(joinPath(path, key)); err != nil {
+		s.check(path, key, depth, known, structured, seen)
+		if err := s.value(joinPath(path, key), depth+1); err != nil {
 			return err
 		}
 	}
@@ -144,7 +152,7 @@ func (s *legacyScanner) object(path string) error {
 	return nil
 }
 
-func (s *legacyScanner) check(path, key string, known []string, structured bool, seen map[string]bool) {
+func (s *legacyScanner) check(path, key string, depth int, known []string, structured bool, seen map[string]bool) {
 	id := key
 	if structured {
 		id = strings.ToLower(Clean(key))
@@ -154,7 +162,7 @@ func (s *legacyScanner) check(path, key string, known []string, structured bool,
 		s.fail(joinPath(path, key), "duplicate key (keys must be unique)")
 	case structured && legacyMisspelled(key, known):
 		s.fail(joinPath(path, key), "field names are lower case (snake_case) exactly as documented")
-	case path == "" && !slices.Contains(known, key):
+	case depth == 0 && !slices.Contains(known, key):
 		s.unknown = append(s.unknown, key)
 	}
 	seen[id] = true

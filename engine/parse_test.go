@@ -217,6 +217,9 @@ func TestParseEnvelopeJSONCorners(t *testing.T) {
 		{"malformed JSON before depth", params(`{"a": ` + nest(maxNestingDepth) + `,}`), "json", ""},
 		{"deep array root", nest(maxNestingDepth + 1), "json", ""},
 		{"type error before a missing field", with(`{"id": "agent-7", `, `{"id": 7, `), "agent.id", "must be a string"},
+		{"a member keyed \"\" is free-form", with(`"agent":`, `"": {"AGENT": 1, "agent": {"ID": 1}}, "agent":`), "", ""},
+		{"duplicates under \"\" are still refused", with(`"agent":`, `"": {"a": 1, "a": 2}, "agent":`), "a", "duplicate key (keys must be unique)"},
+		{"envelope object names nested deeper are free-form", params(`{"agent": {"ID": 1}}`), "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -62,8 +62,7 @@ type wireMeta struct {
 }
 
 // extra returns copies of the unknown top-level members, or nil if there
-// are none. A key read as unknown in an object nested under the key ""
-// (whose path is "" too) maps to the root member of that name, or to nil.
+// are none.
 func (d *scanned) extra() map[string]json.RawMessage {
 	var extra map[string]json.RawMessage
 	for _, m := range d.members {
@@ -72,11 +71,6 @@ func (d *scanned) extra() map[string]json.RawMessage {
 				extra = map[string]json.RawMessage{}
 			}
 			extra[string(m.key)] = bytes.Clone(m.value)
-		}
-	}
-	for _, k := range d.unknown {
-		if _, ok := extra[k]; !ok {
-			extra[k] = nil
 		}
 	}
 	return extra
