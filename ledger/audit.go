@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -30,9 +29,8 @@ var errClosed = errors.New("audit log closed")
 // queued (one write, one fsync, one transaction); callers arriving meanwhile
 // queue and wait, and the oldest of them leads the next batch. A lone caller
 // commits at once; there is no flush timer. Commit puts all the records of
-// a decision and its budget charge in one batch, so a decision costs the
-// decision path one batch rather than a charge commit and a batch per
-// record.
+// a decision, its budget charge and its hold write in one batch, so a
+// decision costs the decision path one batch (audit_commit.go).
 type Audit struct {
 	db     *DB
 	insert *sql.Stmt
@@ -222,7 +220,7 @@ func (a *Audit) lead(ctx context.Context) {
 	a.mu.Unlock()
 
 	err := a.commit(ctx, batch)
-	a.cacheCharges(batch, err)
+	a.updateChargeCache(batch, err)
 	for _, e := range batch {
 		if e.conflict != nil && err == nil {
 			e.done <- signal{err: e.conflict}
@@ -239,190 +237,6 @@ func (a *Audit) lead(ctx context.Context) {
 	}
 	a.leading = false
 	a.idle.Broadcast()
-}
-
-// commit writes batch to the JSONL file and to the mirror, the two at once:
-// the file's fsync and the mirror's commit overlap, so a decision waits for
-// one disk flush rather than two in a row. The consumptions of the batch
-// are made first, in its transaction, and an entry whose consumption loses
-// is left out of the batch. If either write fails the other is undone (the
-// lines truncated away, the mirror rows and charges deleted), so that an
-// error means neither copy holds the batch, short of a crash in between or
-// a failed undo, which is logged: a charge that stays then only tightens a
-// budget. A hold row of a batch whose lines failed stays written (see
-// docs/holds.md).
-func (a *Audit) commit(ctx context.Context, batch []*entry) error {
-	var file <-chan appended
-	rows, mirrorErr := a.mirror(ctx, batch, func(live []*entry) { file = a.appendAsync(live) })
-	if file == nil {
-		return mirrorErr
-	}
-	f := <-file
-	switch {
-	case f.err == nil && mirrorErr == nil:
-		return nil
-	case f.err == nil:
-		a.file.rollback(f.size)
-		return mirrorErr
-	case mirrorErr == nil:
-		a.undo(ctx, rows)
-	}
-	return errors.Join(f.err, mirrorErr)
-}
-
-// appended is the outcome of a JSONL append: the file's size before it, or
-// why it failed.
-type appended struct {
-	size int64
-	err  error
-}
-
-// appendAsync appends the lines of batch to the JSONL file in the
-// background; it returns nil when there is no file or no line.
-func (a *Audit) appendAsync(batch []*entry) <-chan appended {
-	if a.file == nil || len(batch) == 0 {
-		return nil
-	}
-	var buf bytes.Buffer
-	for _, e := range batch {
-		for _, l := range e.lines {
-			buf.Write(l.body)
-			buf.WriteByte('\n')
-		}
-	}
-	done := make(chan appended, 1)
-	go func() {
-		size, err := a.file.append(buf.Bytes())
-		done <- appended{size, err}
-	}()
-	return done
-}
-
-// cacheCharges brings the charge cache up to date with a batch: the charges
-// it stored are added, and after a failure its sessions are dropped (the
-// commit may have been undone, or not).
-func (a *Audit) cacheCharges(batch []*entry, err error) {
-	var stored []engine.Charge
-	var sessions []string
-	for _, e := range batch {
-		switch {
-		case e.charge == nil:
-		case err != nil:
-			sessions = append(sessions, e.charge.SessionID)
-		case e.conflict == nil:
-			stored = append(stored, *e.charge)
-		}
-	}
-	a.db.charges.add(stored)
-	a.db.charges.forget(sessions)
-}
-
-// mirrored are the row ids a batch's mirror transaction inserted.
-type mirrored struct {
-	audit, charges []int64
-}
-
-// mirror makes the batch's consumptions, calls started with the entries
-// that remain, then inserts their hold rows, audit rows and charges, all in
-// one transaction, and returns the ids of the audit rows and charges.
-func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []*entry)) (mirrored, error) {
-	var rows mirrored
-	err := a.db.write(ctx, func(tx *sql.Tx) error {
-		live, err := a.consume(ctx, tx, batch)
-		if err != nil {
-			return err
-		}
-		started(live)
-		insert, charge := tx.StmtContext(ctx, a.insert), tx.StmtContext(ctx, a.charge)
-		for _, e := range live {
-			if err := a.insertEntry(ctx, tx, insert, charge, e, &rows); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return mirrored{}, fmt.Errorf("mirror audit batch: %w", err)
-	}
-	return rows, nil
-}
-
-// consume makes the consumptions of batch and returns the entries whose
-// consumption did not lose (those without one included); a losing entry
-// gets its conflict.
-func (a *Audit) consume(ctx context.Context, tx *sql.Tx, batch []*entry) ([]*entry, error) {
-	live := make([]*entry, 0, len(batch))
-	for _, e := range batch {
-		e.conflict = nil
-		if e.consume != nil {
-			err := a.holds.ConsumeIn(ctx, tx, *e.consume)
-			if errors.Is(err, engine.ErrConflict) {
-				e.conflict = err
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		live = append(live, e)
-	}
-	return live, nil
-}
-
-// insertEntry writes one entry's hold row, audit rows and charge, adding
-// their ids to rows.
-func (a *Audit) insertEntry(ctx context.Context, tx *sql.Tx, insert, charge *sql.Stmt, e *entry, rows *mirrored) error {
-	if e.create != nil {
-		if err := a.holds.CreateIn(ctx, tx, *e.create); err != nil {
-			return err
-		}
-	}
-	for _, l := range e.lines {
-		id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
-		seq, err := insertID(insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body)))
-		if err != nil {
-			return err
-		}
-		rows.audit = append(rows.audit, seq)
-	}
-	if e.charge == nil {
-		return nil
-	}
-	id, err := insertID(execCharge(ctx, charge, *e.charge))
-	if err != nil {
-		return fmt.Errorf("charge session %q decision %q: %w", e.charge.SessionID, e.charge.DecisionID, err)
-	}
-	rows.charges = append(rows.charges, id)
-	return nil
-}
-
-func insertID(res sql.Result, err error) (int64, error) {
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
-}
-
-// undo deletes the mirror rows and charges of a batch whose lines could
-// not be written.
-func (a *Audit) undo(ctx context.Context, rows mirrored) {
-	err := a.db.write(ctx, func(tx *sql.Tx) error {
-		for _, q := range []struct {
-			table, key string
-			ids        []int64
-		}{{"audit", "seq", rows.audit}, {"charges", "id", rows.charges}} {
-			for _, id := range q.ids {
-				if _, err := tx.ExecContext(ctx, "DELETE FROM "+q.table+" WHERE "+q.key+" = ?", id); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		a.log.Error().Err(err).Int("records", len(rows.audit)).Int("charges", len(rows.charges)).
-			Msg("audit mirror: cannot remove the rows of a batch whose lines failed; they are not acknowledged")
-	}
 }
 
 // Close waits for queued records to be committed, then closes the file.

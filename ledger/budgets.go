@@ -18,8 +18,8 @@ var _ engine.Budgets = (*Budgets)(nil)
 // The charges of recently used sessions are also kept in memory (see
 // chargeCache), so most reads do not query SQLite.
 type Budgets struct {
-	db            *DB
-	totals, prune *sql.Stmt
+	db                    *DB
+	sessionCharges, prune *sql.Stmt
 }
 
 // insertCharge stores one charge. Charges are written only by
@@ -34,7 +34,7 @@ func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 		stmt  **sql.Stmt
 		query string
 	}{
-		{&b.totals, `SELECT at_ms, deletes, external_sends, objects
+		{&b.sessionCharges, `SELECT at_ms, deletes, external_sends, objects
 			FROM charges WHERE session_id = ? AND at_ms >= ? ORDER BY at_ms, id`},
 		{&b.prune, `DELETE FROM charges WHERE at_ms < ?`},
 	} {
@@ -69,7 +69,7 @@ func (b *Budgets) Totals(ctx context.Context, sessionID string, since time.Time)
 
 // charges reads the session's charges at or after sinceMS, oldest first.
 func (b *Budgets) charges(ctx context.Context, sessionID string, sinceMS int64) ([]cachedCharge, error) {
-	rows, err := b.totals.QueryContext(ctx, sessionID, sinceMS)
+	rows, err := b.sessionCharges.QueryContext(ctx, sessionID, sinceMS)
 	if err != nil {
 		return nil, err
 	}

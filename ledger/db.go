@@ -31,7 +31,13 @@ import (
 // per write transaction; a decision's charge rides in its audit batch
 // (Audit.Commit), and group commit spreads that one transaction over the
 // concurrent decisions of a batch (see docs/performance.md).
-const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=1&_synchronous=FULL"
+//
+// _stmt_cache_size keeps each connection's compiled statements, so the
+// queries that stores on this database issue as SQL text (the hold store's
+// reads and its writes in a decision's transaction) are prepared once per
+// connection, like the statements this package prepares itself.
+const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=1&_synchronous=FULL" +
+	"&_stmt_cache_size=32"
 
 // migrationPrefix namespaces this package's rows in the shared migrations
 // table, which the holds store also writes to.
