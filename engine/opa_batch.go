@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sync"
+	"time"
 )
 
 // opaBatchModule is the Rego module a supervised server loads beside the
@@ -43,14 +46,20 @@ type batchSender func(ctx context.Context, inputs []json.RawMessage) []batchResu
 // adds no wait; callers that arrive while every slot is taken queue, and
 // when a query returns, its slot passes to the oldest queued caller, which
 // sends its own input with the rest of the queue (up to max inputs) as the
-// next batch. A queued call leaves the queue exactly once, either with its
-// result or to lead, so it is signalled once. Callers wait for their
-// result without regard to their context: the sender bounds each query by
-// its timeout, and a caller that left would strand its batch.
+// next batch.
+//
+// Every call gets its verdict within timeout of its arrival, time in the
+// queue included, or fails: a queued caller whose time is up leaves the
+// queue (or, already in a batch, leaves its result behind), and a batch
+// query is bounded by its leader's deadline, the earliest of the batch as
+// the queue is in arrival order. A caller that leaves with the lead hands it
+// on, so no slot is lost. The caller's own context is not consulted: a
+// caller that left on cancellation would strand the batch it leads.
 type batcher struct {
-	send  batchSender
-	slots int
-	max   int
+	send    batchSender
+	slots   int
+	max     int
+	timeout time.Duration
 
 	mu      sync.Mutex
 	queue   []*batchCall
@@ -69,31 +78,73 @@ type batchSignal struct {
 	result batchResult
 }
 
-func newBatcher(send batchSender, slots, max int) *batcher {
-	return &batcher{send: send, slots: slots, max: max}
+func newBatcher(send batchSender, slots, max int, timeout time.Duration) *batcher {
+	return &batcher{send: send, slots: slots, max: max, timeout: timeout}
 }
 
-// Evaluate decides input, alone or in a batch with concurrent callers.
+// Evaluate decides input, alone or in a batch with concurrent callers,
+// within the batcher's timeout.
 func (b *batcher) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+	deadline := time.Now().Add(b.timeout)
 	c := &batchCall{input: input, done: make(chan batchSignal, 1)}
 	b.mu.Lock()
 	if b.running < b.slots {
 		b.running++
 		b.mu.Unlock()
-		return b.lead(ctx, c)
+		return b.lead(ctx, c, deadline)
 	}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
-	if s := <-c.done; !s.lead {
-		return s.result.verdict, s.result.err
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case s := <-c.done:
+		if !s.lead {
+			return s.result.verdict, s.result.err
+		}
+		return b.lead(ctx, c, deadline)
+	case <-timer.C:
+		return b.leave(c)
 	}
-	return b.lead(ctx, c)
 }
 
-// lead holds a slot: it sends self's input with the queued ones, answers
-// them, then passes the slot to the oldest queued call or frees it, and
-// returns self's result.
-func (b *batcher) lead(ctx context.Context, self *batchCall) (Verdict, error) {
+// leave ends a call whose time is up: out of the queue if it is still
+// there; else with the result that has just come in, or without the one of
+// the batch in flight (it is dropped into the call's buffer), or by handing
+// on the lead it was just given.
+func (b *batcher) leave(c *batchCall) (Verdict, error) {
+	b.mu.Lock()
+	if i := slices.Index(b.queue, c); i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+		b.mu.Unlock()
+		return Verdict{}, b.timedOut()
+	}
+	b.mu.Unlock()
+	// Out of the queue, the call was either given the lead (signalled under
+	// the lock that took it out) or taken into a batch.
+	select {
+	case s := <-c.done:
+		if !s.lead {
+			return s.result.verdict, s.result.err
+		}
+		b.release()
+	default:
+	}
+	return Verdict{}, b.timedOut()
+}
+
+func (b *batcher) timedOut() error {
+	return fmt.Errorf("evaluate %s: no verdict within %s: %w", opaQuery, b.timeout, context.DeadlineExceeded)
+}
+
+// lead holds a slot: it sends self's input with the queued ones, bounded by
+// self's deadline, answers them, then passes the slot on and returns self's
+// result. A leader whose time is already up hands the slot on unused.
+func (b *batcher) lead(ctx context.Context, self *batchCall, deadline time.Time) (Verdict, error) {
+	if !time.Now().Before(deadline) {
+		b.release()
+		return Verdict{}, b.timedOut()
+	}
 	b.mu.Lock()
 	n := min(len(b.queue), b.max-1)
 	batch := append([]*batchCall{self}, b.queue[:n]...)
@@ -104,11 +155,18 @@ func (b *batcher) lead(ctx context.Context, self *batchCall) (Verdict, error) {
 	for i, c := range batch {
 		inputs[i] = c.input
 	}
-	results := b.send(context.WithoutCancel(ctx), inputs)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	results := b.send(sctx, inputs)
+	cancel()
 	for i, c := range batch[1:] {
 		c.done <- batchSignal{result: results[i+1]}
 	}
+	b.release()
+	return results[0].verdict, results[0].err
+}
 
+// release passes the caller's slot to the oldest queued call, or frees it.
+func (b *batcher) release() {
 	b.mu.Lock()
 	if len(b.queue) > 0 {
 		next := b.queue[0]
@@ -118,7 +176,6 @@ func (b *batcher) lead(ctx context.Context, self *batchCall) (Verdict, error) {
 		b.running--
 	}
 	b.mu.Unlock()
-	return results[0].verdict, results[0].err
 }
 
 // failAll is the result of a batch that could not be evaluated at all.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,7 +137,7 @@ func TestBatcher(t *testing.T) {
 	t.Run("lone caller", func(t *testing.T) {
 		s := &recordingSender{release: make(chan struct{})}
 		close(s.release)
-		b := newBatcher(s.send, 2, 4)
+		b := newBatcher(s.send, 2, 4, time.Minute)
 		v, err := b.Evaluate(t.Context(), json.RawMessage(`"a"`))
 		require.NoError(t, err)
 		assert.Equal(t, `"a"`, v.Reason)
@@ -146,7 +147,7 @@ func TestBatcher(t *testing.T) {
 	})
 	t.Run("busy slots batch the queue", func(t *testing.T) {
 		s := &recordingSender{release: make(chan struct{})}
-		b := newBatcher(s.send, 1, 4)
+		b := newBatcher(s.send, 1, 4, time.Minute)
 		const callers = 9
 		var wg sync.WaitGroup
 		got := make([]string, callers)
@@ -175,7 +176,7 @@ func TestBatcher(t *testing.T) {
 	t.Run("many callers, every slot handed on", func(t *testing.T) {
 		s := &recordingSender{release: make(chan struct{})}
 		close(s.release)
-		b := newBatcher(s.send, 2, 4)
+		b := newBatcher(s.send, 2, 4, time.Minute)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -206,6 +207,151 @@ func TestBatcher(t *testing.T) {
 		assert.Equal(t, 32*200, total)
 		assert.Equal(t, 0, b.running)
 	})
+}
+
+// TestBatcherDeadline: a call gets its verdict within the batcher's
+// timeout of its arrival, whether it waits in the queue, leads a batch or
+// rides in one, and a call that gives up loses no slot.
+func TestBatcherDeadline(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	within := func(t *testing.T, start time.Time, err error) {
+		t.Helper()
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Less(t, time.Since(start), timeout+200*time.Millisecond, "the call outlived its timeout")
+	}
+	t.Run("queued and leading callers", func(t *testing.T) {
+		s := &stallingSender{release: make(chan struct{})}
+		b := newBatcher(s.send, 1, 4, timeout)
+		start := time.Now()
+		errs := make(chan error, 2)
+		for range 2 { // the first leads and stalls, the second waits in the queue
+			go func() { _, err := b.Evaluate(t.Context(), json.RawMessage(`"x"`)); errs <- err }()
+		}
+		for range 2 {
+			within(t, start, <-errs)
+		}
+		assertIdle(t, b)
+		close(s.release)
+		v, err := b.Evaluate(t.Context(), json.RawMessage(`"after"`))
+		require.NoError(t, err, "the slot was handed on")
+		assert.Equal(t, `"after"`, v.Reason)
+	})
+	t.Run("a member of a batch in flight", func(t *testing.T) {
+		// The first query returns after 100 ms; the batch that follows it
+		// overruns its deadline, as a sender that ignored it would.
+		s := &stallingSender{release: make(chan struct{}), firstAfter: 100 * time.Millisecond, ignoreCtx: true}
+		b := newBatcher(s.send, 1, 4, timeout)
+		first := make(chan error, 1)
+		go func() { _, err := b.Evaluate(t.Context(), json.RawMessage(`"first"`)); first <- err }()
+		require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.running == 1 }, 5*time.Second, time.Millisecond)
+		start := time.Now()
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { _, err := b.Evaluate(t.Context(), json.RawMessage(`"x"`)); errs <- err }()
+		}
+		require.NoError(t, <-first)
+		within(t, start, <-errs) // the member leaves; its leader is still in the query
+		close(s.release)
+		assert.NoError(t, <-errs, "the leader gets the result its sender returned")
+		assertIdle(t, b)
+	})
+}
+
+// TestBatcherLeave covers each state a call can be in when its time is up.
+func TestBatcherLeave(t *testing.T) {
+	result := batchSignal{result: batchResult{verdict: Verdict{Decision: Allow, Reason: "late"}}}
+	for name, tc := range map[string]struct {
+		queued      bool         // the call is still in the queue
+		signal      *batchSignal // what is in its buffer
+		others      int          // calls queued behind it
+		wantErr     bool
+		wantQueue   int
+		wantRunning int
+	}{
+		"still queued":              {queued: true, others: 1, wantErr: true, wantQueue: 1, wantRunning: 1},
+		"in a batch in flight":      {wantErr: true, wantRunning: 1},
+		"its result just came":      {signal: &result, wantRunning: 1},
+		"given the lead, none next": {signal: &batchSignal{lead: true}, wantErr: true, wantRunning: 0},
+		"given the lead, one next":  {signal: &batchSignal{lead: true}, others: 1, wantErr: true, wantRunning: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBatcher(nil, 1, 4, time.Second)
+			b.running = 1
+			c := &batchCall{done: make(chan batchSignal, 1)}
+			if tc.queued {
+				b.queue = append(b.queue, c)
+			}
+			if tc.signal != nil {
+				c.done <- *tc.signal
+			}
+			var next []*batchCall
+			for range tc.others {
+				n := &batchCall{done: make(chan batchSignal, 1)}
+				next = append(next, n)
+				b.queue = append(b.queue, n)
+			}
+			v, err := b.leave(c)
+			if tc.wantErr {
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, "late", v.Reason)
+			}
+			assert.Equal(t, tc.wantRunning, b.running)
+			assert.NotContains(t, b.queue, c)
+			assert.Len(t, b.queue, tc.wantQueue)
+			if tc.signal != nil && tc.signal.lead && tc.others > 0 {
+				assert.Equal(t, batchSignal{lead: true}, <-next[0].done, "the lead passes to the next call")
+			}
+		})
+	}
+	t.Run("a leader whose time is up", func(t *testing.T) {
+		b := newBatcher(nil, 1, 4, time.Second)
+		b.running = 1
+		_, err := b.lead(t.Context(), &batchCall{done: make(chan batchSignal, 1)}, time.Now().Add(-time.Millisecond))
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 0, b.running, "the slot is freed unused")
+	})
+}
+
+func assertIdle(t *testing.T, b *batcher) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.running == 0 && len(b.queue) == 0
+	}, 5*time.Second, time.Millisecond, "every slot is freed and the queue is empty")
+}
+
+// stallingSender answers its first query after firstAfter and every later
+// one once release is closed; unless ignoreCtx, a query also ends, failed,
+// at its context's deadline.
+type stallingSender struct {
+	release    chan struct{}
+	firstAfter time.Duration
+	ignoreCtx  bool
+	calls      atomic.Int32
+}
+
+func (s *stallingSender) send(ctx context.Context, inputs []json.RawMessage) []batchResult {
+	if s.calls.Add(1) == 1 && s.firstAfter > 0 {
+		time.Sleep(s.firstAfter)
+	} else {
+		done := ctx.Done()
+		if s.ignoreCtx {
+			done = nil
+		}
+		select {
+		case <-s.release:
+		case <-done:
+			return failAll(len(inputs), ctx.Err())
+		}
+	}
+	out := make([]batchResult, len(inputs))
+	for i, in := range inputs {
+		out[i].verdict = Verdict{Decision: Allow, Rule: "test/echo", Reason: string(in)}
+	}
+	return out
 }
 
 // TestOPAServerEnv: a supervised server collects garbage less often unless

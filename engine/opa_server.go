@@ -99,7 +99,7 @@ func StartOPAServer(cfg OPAServerConfig) (*OPAServer, error) {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}
-	s.batch = newBatcher(s.evaluate, max(2, runtime.NumCPU()), opaBatchMax)
+	s.batch = newBatcher(s.evaluate, max(2, runtime.NumCPU()), opaBatchMax, cfg.Timeout)
 	go s.supervise(ctx)
 	return s, nil
 }
@@ -128,8 +128,9 @@ func (s *OPAServer) Evaluate(ctx context.Context, input json.RawMessage) (Verdic
 // the server answers a batch query with an error (a built-in error under
 // strict-builtin-errors in one input's evaluation fails the whole query),
 // each input is decided alone, so that the fault denies only the decision
-// that caused it, exactly as without batching; the fallback shares one
-// timeout. A server that does not answer fails the whole batch.
+// that caused it, exactly as without batching; the fallback shares the
+// batch's deadline (ctx). A server that does not answer fails the whole
+// batch.
 func (s *OPAServer) evaluate(ctx context.Context, inputs []json.RawMessage) []batchResult {
 	if !s.up.Load() {
 		return failAll(len(inputs), fmt.Errorf("evaluate %s: %w", opaQuery, errOPADown))
@@ -146,8 +147,6 @@ func (s *OPAServer) evaluate(ctx context.Context, inputs []json.RawMessage) []ba
 	case !errors.As(err, &answered) && !errors.Is(err, errPolicyUndefined):
 		return failAll(len(inputs), err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
 	results = make([]batchResult, len(inputs))
 	for i, in := range inputs {
 		results[i].verdict, results[i].err = s.rest.Evaluate(ctx, in)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -234,6 +235,65 @@ func TestOPAServerConcurrentDecisions(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+// TestOPAServerFrozen: while the server does not answer (its process is
+// frozen), every one of many concurrent decisions fails within the timeout
+// of its call, time queued behind the stuck queries included; decisions
+// resume once it answers again.
+func TestOPAServerFrozen(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	s, err := StartOPAServer(OPAServerConfig{Bin: opaTestBin(t), PolicyDir: bundledPack(t), Timeout: timeout, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	waitUp(t, s)
+	_, err = s.Evaluate(t.Context(), opaInput(nil))
+	require.NoError(t, err)
+
+	pid := int(s.pid.Load())
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	thaw := sync.OnceFunc(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	t.Cleanup(thaw)
+	require.Eventually(t, func() bool { return allThreadsStopped(pid) }, 5*time.Second, time.Millisecond)
+	const callers = 16 // far more than the query slots: most wait in the queue
+	errs := make([]error, callers)
+	took := make([]time.Duration, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			start := time.Now()
+			_, errs[i] = s.Evaluate(t.Context(), opaInput(nil))
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	for i := range callers {
+		assert.Error(t, errs[i])
+		assert.Less(t, took[i], timeout+300*time.Millisecond, "call %d outlived its timeout", i)
+	}
+
+	thaw()
+	require.Eventually(t, func() bool {
+		_, err := s.Evaluate(t.Context(), opaInput(nil))
+		return err == nil
+	}, 20*time.Second, 50*time.Millisecond, "decisions resume")
+}
+
+// allThreadsStopped reports whether every thread of process pid is in the
+// stopped state.
+func allThreadsStopped(pid int) bool {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		return false
+	}
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		i := bytes.LastIndexByte(b, ')')
+		if err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // TestOPAServerClose: Close is idempotent, ends the process and the
