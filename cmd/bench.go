@@ -70,7 +70,7 @@ func newBenchCommand() *cobra.Command {
 	f.IntVar(&p.pid, "pid", 0, "pid of svc serve, to report its resident memory (Linux)")
 	f.IntVar(&p.procs, "procs", 1, "GOMAXPROCS of the load generator: 1 leaves the other CPUs to an engine on the same\n"+
 		"machine; 0 keeps Go's default")
-	f.IntVar(&p.opaRuns, "opa-runs", 0, "bare `opa eval` runs of the baseline; 0 skips it")
+	f.IntVar(&p.opaRuns, "opa-runs", 0, "bare `opa eval` runs of the baseline at each concurrency; 0 skips it")
 	f.StringVar(&p.opaBin, "opa-bin", "opa", "opa binary of the baseline")
 	f.StringVar(&p.policyDir, "policy-dir", "", "policy pack of the baseline (default: the bundled pack)")
 	return c
@@ -107,10 +107,7 @@ func runBench(ctx context.Context, p benchParams, w io.Writer) error {
 			return err
 		}
 		answered += r.answered
-		fmt.Fprintf(w, "%-8s %5d %9d %10.0f %9s %9s %9s %6d %9d %6d %6d %9s\n", p.label, n, len(r.latencies),
-			float64(len(r.latencies))/r.elapsed.Seconds(), pct(r.latencies, 0.50), pct(r.latencies, 0.90),
-			pct(r.latencies, 0.99), r.verdicts[engine.Allow], r.verdicts[engine.RequireApproval],
-			r.verdicts[engine.Deny], r.errors, kib(r.maxRSS))
+		benchRow(w, p.label, n, r)
 	}
 	if p.pid > 0 {
 		fmt.Fprintf(w, "\nsvc serve peak RSS (VmHWM): %s\n", kib(procStatusKB(p.pid, "VmHWM")))
@@ -122,6 +119,14 @@ func runBench(ctx context.Context, p benchParams, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nanswered %d\n", answered)
 	return nil
+}
+
+// benchRow prints the figures of one run as a row of the table.
+func benchRow(w io.Writer, label string, n int, r benchResult) {
+	fmt.Fprintf(w, "%-8s %5d %9d %10.0f %9s %9s %9s %6d %9d %6d %6d %9s\n", label, n, len(r.latencies),
+		float64(len(r.latencies))/r.elapsed.Seconds(), pct(r.latencies, 0.50), pct(r.latencies, 0.90),
+		pct(r.latencies, 0.99), r.verdicts[engine.Allow], r.verdicts[engine.RequireApproval],
+		r.verdicts[engine.Deny], r.errors, kib(r.maxRSS))
 }
 
 // benchResult is one run's figures; latencies are sorted.

@@ -3,6 +3,7 @@ package cmd_test
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +15,8 @@ import (
 
 // TestBenchE2E drives a real engine (opa server mode, with a token) with
 // `svc bench`: every request is answered, the table has one row per
-// concurrency, and the audit log holds exactly the answered decisions.
+// concurrency, the baseline of bare `opa eval` runs one row per concurrency
+// too, and the audit log holds exactly the answered decisions.
 func TestBenchE2E(t *testing.T) {
 	env := baseEnv(t)
 	env["SVC_OPA_MODE"] = "server"
@@ -24,7 +26,7 @@ func TestBenchE2E(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, svcBin, "bench", "--url", p.URL, "--token", "bench-token", "--label", "server",
-		"--concurrency", "1,4", "--duration", "1s", "--sessions", "20")
+		"--concurrency", "1,4", "--duration", "1s", "--sessions", "20", "--opa-runs", "3")
 	cmd.Env = environ(nil)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -49,6 +51,18 @@ func TestBenchE2E(t *testing.T) {
 		assert.Equal(t, "0", f[10], "errors: %s", lines[3+i])
 		assert.Equal(t, "n/a", f[11])
 		total += decisions
+	}
+	base := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "baseline: bare `opa eval`") })
+	require.Positive(t, base, "%s", out)
+	assert.Contains(t, lines[base], "3 runs per concurrency")
+	for i, want := range [][]string{{"opa-eval", "1", "3"}, {"opa-eval", "4", "8"}} { // at least 2 per client
+		f := strings.Fields(lines[base+1+i])
+		require.Len(t, f, 12, lines[base+1+i])
+		assert.Equal(t, want, f[:3])
+		assert.Equal(t, []string{want[2], "0", "0", "0", "n/a"}, f[7:], "every run a read, allowed: %s", lines[base+1+i])
+		p50, err := time.ParseDuration(f[4])
+		require.NoError(t, err)
+		assert.Greater(t, p50, time.Millisecond, "a process start per run")
 	}
 	last := strings.Fields(lines[len(lines)-1])
 	require.Len(t, last, 2)

@@ -2,8 +2,10 @@ package cmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svc-dev/svc/engine"
@@ -95,8 +98,9 @@ func (s *rssSampler) stop() int64 {
 }
 
 // benchOPA times bare `opa eval` runs of the policy on the input the engine
-// would send for an internal read: the command line of the eval-mode
-// evaluator, without svc around it. Its p50 is the floor of eval mode.
+// would send for a read, the same command line as eval mode, at each
+// concurrency of the engine's runs: the floor of eval mode. It prints one
+// row per concurrency in the engine's table format, labelled opa-eval.
 func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	dir := p.policyDir
 	if dir == "" {
@@ -115,20 +119,73 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench: sample input: %w", err)
 	}
-	took := make([]time.Duration, 0, p.opaRuns)
-	for range p.opaRuns {
-		cmd := exec.CommandContext(ctx, p.opaBin, "eval", "--format", "json", "--stdin-input",
-			"--strict-builtin-errors", "--data", dir, "data.svc.policy.decision")
-		cmd.Stdin = strings.NewReader(string(input))
-		start := time.Now()
-		out, err := cmd.Output()
-		took = append(took, time.Since(start))
-		if err != nil || !strings.Contains(string(out), `"decision"`) {
-			return fmt.Errorf("bench: opa eval failed: %v: %s", err, out)
+	fmt.Fprintf(w, "\nbaseline: bare `opa eval` of the policy (%s), %d runs per concurrency (at least 2 per client)\n",
+		p.opaBin, p.opaRuns)
+	for _, n := range p.concurrency {
+		r, err := opaEvals(ctx, p.opaBin, dir, input, n, max(p.opaRuns, 2*n))
+		if err != nil {
+			return err
+		}
+		benchRow(w, "opa-eval", n, r)
+	}
+	return nil
+}
+
+// opaEvals runs `opa eval` of dir on input runs times from n concurrent
+// clients; a run that fails or prints no decision fails the baseline.
+func opaEvals(ctx context.Context, bin, dir string, input []byte, n, runs int) (benchResult, error) {
+	var next atomic.Int64
+	stats := make([]benchResult, n)
+	errs := make([]error, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			stats[i].verdicts = map[string]int{}
+			for next.Add(1) <= int64(runs) && errs[i] == nil {
+				var took time.Duration
+				var decision string
+				took, decision, errs[i] = opaEval(ctx, bin, dir, input)
+				stats[i].latencies = append(stats[i].latencies, took)
+				stats[i].verdicts[decision]++
+			}
+		})
+	}
+	wg.Wait()
+	out := benchResult{elapsed: time.Since(start), verdicts: map[string]int{}, maxRSS: -1}
+	for _, s := range stats {
+		out.latencies = append(out.latencies, s.latencies...)
+		for k, v := range s.verdicts {
+			out.verdicts[k] += v
 		}
 	}
-	slices.Sort(took)
-	fmt.Fprintf(w, "\nbare opa eval (%d runs, %s): p50 %s  p90 %s  p99 %s\n", p.opaRuns, p.opaBin,
-		pct(took, 0.50), pct(took, 0.90), pct(took, 0.99))
-	return nil
+	slices.Sort(out.latencies)
+	return out, errors.Join(errs...)
+}
+
+// opaEval runs one `opa eval` and returns how long it took and the decision
+// it printed.
+func opaEval(ctx context.Context, bin, dir string, input []byte) (time.Duration, string, error) {
+	cmd := exec.CommandContext(ctx, bin, "eval", "--format", "json", "--stdin-input",
+		"--strict-builtin-errors", "--data", dir, "data.svc.policy.decision")
+	cmd.Stdin = bytes.NewReader(input)
+	start := time.Now()
+	out, err := cmd.Output()
+	took := time.Since(start)
+	var doc struct {
+		Result []struct {
+			Expressions []struct {
+				Value struct {
+					Decision string `json:"decision"`
+				} `json:"value"`
+			} `json:"expressions"`
+		} `json:"result"`
+	}
+	if err == nil {
+		err = json.Unmarshal(out, &doc)
+	}
+	if err != nil || len(doc.Result) != 1 || len(doc.Result[0].Expressions) != 1 || doc.Result[0].Expressions[0].Value.Decision == "" {
+		return took, "", fmt.Errorf("bench: opa eval printed no decision: %v: %s", err, out)
+	}
+	return took, doc.Result[0].Expressions[0].Value.Decision, nil
 }
