@@ -49,21 +49,58 @@ func (s *Store) Resolve(ctx context.Context, id string, res Resolution) (engine.
 // unresolve undoes a resolution whose audit record could not be written,
 // provided nothing has happened to the hold since.
 func (s *Store) unresolve(ctx context.Context, id string, res Resolution) error {
-	r, err := s.db.ExecContext(ctx, `UPDATE holds SET status = 'pending', decided_by_type = NULL,
+	undone, err := revert(ctx, s.db, `UPDATE holds SET status = 'pending', decided_by_type = NULL,
 		decided_by_id = NULL, decided_ms = NULL, decided_verified = NULL, resolution_reason = ''
 		WHERE id = ? AND status = ? AND decided_ms = ? AND consumed_ms IS NULL`,
 		id, res.Status, res.Now.UnixMilli())
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("revert resolution of hold %s: %w", id, err)
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("revert resolution of hold %s: %w", id, err)
-	}
-	if n != 1 {
+	case !undone:
 		return fmt.Errorf("revert resolution of hold %s: the hold changed since", id)
 	}
 	return nil
+}
+
+// UndoCreateIn removes, in tx, hold h that CreateIn wrote for a decision
+// whose audit line could not be written after all, provided it is still
+// pending; it reports false, changing nothing, when the hold has moved on.
+func (s *Store) UndoCreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) (bool, error) {
+	undone, err := revert(ctx, tx, `DELETE FROM holds WHERE id = ? AND status = 'pending' AND decision_id = ?`,
+		h.ID, h.DecisionID)
+	if err != nil {
+		return false, fmt.Errorf("remove hold %s: %w", h.ID, err)
+	}
+	return undone, nil
+}
+
+// UndoConsumeIn re-opens, in tx, a hold that ConsumeIn consumed for the
+// decision c.DecisionID when that decision's audit line could not be
+// written after all: the re-submission was answered deny, so the approval
+// still stands for one allow. It reports false, changing nothing, when the
+// hold is no longer consumed by that decision.
+func (s *Store) UndoConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) (bool, error) {
+	undone, err := revert(ctx, tx, `UPDATE holds SET status = 'approved', consumed_ms = NULL,
+		consumed_by_decision_id = NULL WHERE id = ? AND status = 'consumed' AND consumed_by_decision_id = ?`,
+		c.HoldID, c.DecisionID)
+	if err != nil {
+		return false, fmt.Errorf("re-open hold %s: %w", c.HoldID, err)
+	}
+	return undone, nil
+}
+
+// revert runs a statement that undoes one write to one hold row and reports
+// whether it changed that row.
+func revert(ctx context.Context, q querier, stmt string, args ...any) (bool, error) {
+	r, err := q.ExecContext(ctx, stmt, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
 }
 
 // ConsumeIn redeems an approved, unexpired, unconsumed hold for the

@@ -49,10 +49,15 @@ type Audit struct {
 // HoldRows writes hold rows in the transaction of an audit batch, so that a
 // decision's hold is stored with its record; the hold store implements it.
 // ConsumeIn is a compare-and-set that fails with engine.ErrConflict, and
-// changes nothing, when the hold is no longer approved and unexpired.
+// changes nothing, when the hold is no longer approved and unexpired. The
+// Undo methods revert a committed write when the batch's lines could not be
+// written, reporting false (and changing nothing) when the hold has moved
+// on since.
 type HoldRows interface {
 	CreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) error
 	ConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) error
+	UndoCreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) (bool, error)
+	UndoConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) (bool, error)
 }
 
 // entry is one caller's records, charge and hold write, waiting for their

@@ -15,11 +15,11 @@ import (
 // one disk flush rather than two in a row. The consumptions of the batch
 // are made first, in its transaction, and an entry whose consumption loses
 // is left out of the batch. If either write fails the other is undone (the
-// lines truncated away, the mirror rows and charges deleted), so that an
-// error means neither copy holds the batch, short of a crash in between or
-// a failed undo, which is logged: a charge that stays then only tightens a
-// budget. A hold row of a batch whose lines failed stays written (see
-// docs/holds.md).
+// lines truncated away; the mirror rows and charges deleted, the holds the
+// batch created removed and those it consumed re-opened), so that an error
+// means neither copy holds the batch, short of a crash in between or a
+// failed undo, which is logged: a charge that stays then only tightens a
+// budget (see docs/holds.md for holds).
 func (a *Audit) commit(ctx context.Context, batch []*entry) error {
 	var file <-chan appended
 	rows, mirrorErr := a.mirror(ctx, batch, func(live []*entry) { file = a.appendAsync(live) })
@@ -86,9 +86,12 @@ func (a *Audit) updateChargeCache(batch []*entry, err error) {
 	a.db.charges.forget(sessions)
 }
 
-// mirrored are the row ids a batch's mirror transaction inserted.
+// mirrored is what a batch's mirror transaction wrote: the ids of the rows
+// it inserted and its hold writes.
 type mirrored struct {
 	audit, charges []int64
+	created        []engine.Hold
+	consumed       []engine.Consumption
 }
 
 // mirror makes the batch's consumptions, calls started with the entries
@@ -102,6 +105,11 @@ func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []
 			return err
 		}
 		started(live)
+		for _, e := range live {
+			if e.consume != nil {
+				rows.consumed = append(rows.consumed, *e.consume)
+			}
+		}
 		insert, charge := tx.StmtContext(ctx, a.insert), tx.StmtContext(ctx, a.charge)
 		for _, e := range live {
 			if err := a.insertEntry(ctx, tx, insert, charge, e, &rows); err != nil {
@@ -145,6 +153,7 @@ func (a *Audit) insertEntry(ctx context.Context, tx *sql.Tx, insert, charge *sql
 		if err := a.holds.CreateIn(ctx, tx, *e.create); err != nil {
 			return err
 		}
+		rows.created = append(rows.created, *e.create)
 	}
 	for _, l := range e.lines {
 		id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
@@ -173,7 +182,8 @@ func insertID(res sql.Result, err error) (int64, error) {
 }
 
 // undo deletes the mirror rows and charges of a batch whose lines could
-// not be written.
+// not be written, removes the holds it created and re-opens those it
+// consumed. A hold that has moved on since is left as it is, and logged.
 func (a *Audit) undo(ctx context.Context, rows mirrored) {
 	err := a.db.write(ctx, func(tx *sql.Tx) error {
 		for _, q := range []struct {
@@ -186,10 +196,34 @@ func (a *Audit) undo(ctx context.Context, rows mirrored) {
 				}
 			}
 		}
-		return nil
+		return a.undoHolds(ctx, tx, rows)
 	})
 	if err != nil {
 		a.log.Error().Err(err).Int("records", len(rows.audit)).Int("charges", len(rows.charges)).
-			Msg("audit mirror: cannot remove the rows of a batch whose lines failed; they are not acknowledged")
+			Int("holds", len(rows.created)+len(rows.consumed)).
+			Msg("audit mirror: cannot undo the writes of a batch whose lines failed; they are not acknowledged")
 	}
+}
+
+// undoHolds reverts the hold writes of rows in tx.
+func (a *Audit) undoHolds(ctx context.Context, tx *sql.Tx, rows mirrored) error {
+	for _, h := range rows.created {
+		undone, err := a.holds.UndoCreateIn(ctx, tx, h)
+		if err != nil {
+			return err
+		}
+		if !undone {
+			a.log.Warn().Str("hold_id", h.ID).Msg("audit mirror: a hold created by a batch whose lines failed is no longer pending; left as it is")
+		}
+	}
+	for _, c := range rows.consumed {
+		undone, err := a.holds.UndoConsumeIn(ctx, tx, c)
+		if err != nil {
+			return err
+		}
+		if !undone {
+			a.log.Warn().Str("hold_id", c.HoldID).Msg("audit mirror: a hold consumed by a batch whose lines failed changed since; left as it is")
+		}
+	}
+	return nil
 }
