@@ -176,3 +176,24 @@ func firstCursor(t *testing.T, s *Store, status string) string {
 	assert.Equal(t, []string{seqID(0), seqID(1)}, ids)
 	return *page.NextCursor
 }
+
+// TestListCursorSurvivesRestart: the cursor key belongs to the database, so
+// a cursor issued before a restart (a new Store on the same database) reads
+// on where it left off.
+func TestListCursorSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	before, err := NewStore(ctx, db)
+	require.NoError(t, err)
+	for i := range 5 {
+		mustCreate(t, before, newHold(seqID(i), t0))
+	}
+	cursor := firstCursor(t, before, engine.HoldPending)
+
+	after, err := NewStore(ctx, db)
+	require.NoError(t, err)
+	assert.Equal(t, before.key, after.key)
+	page, err := after.List(ctx, engine.HoldQuery{Status: engine.HoldPending, Limit: 2, Cursor: cursor, Now: t0})
+	require.NoError(t, err)
+	assert.Equal(t, []string{seqID(2), seqID(3)}, holdIDs(page.Items))
+}

@@ -19,12 +19,12 @@ import (
 // handle belongs to the caller, so a Store has nothing to close.
 type Store struct {
 	db  *sql.DB
-	key []byte // HMAC key of list cursors, random per Store
+	key []byte // HMAC key of list cursors, random per database
 }
 
 var _ engine.Holds = (*Store)(nil)
 
-// cursorKeyBytes is the size of the per-Store cursor HMAC key.
+// cursorKeyBytes is the size of the cursor HMAC key.
 const cursorKeyBytes = 32
 
 // NewStore runs the hold migrations on db and returns a Store over it.
@@ -32,14 +32,31 @@ func NewStore(ctx context.Context, db *sql.DB) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("new holds store: nil database")
 	}
-	key := make([]byte, cursorKeyBytes)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("new holds store: cursor key: %w", err)
-	}
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("new holds store: %w", err)
 	}
+	key, err := cursorKey(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("new holds store: cursor key: %w", err)
+	}
 	return &Store{db: db, key: key}, nil
+}
+
+// cursorKey returns the database's cursor key, drawing it on first use.
+func cursorKey(ctx context.Context, db *sql.DB) ([]byte, error) {
+	fresh := make([]byte, cursorKeyBytes)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, err
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO holds_cursor_key (id, key) VALUES (1, ?)
+		ON CONFLICT (id) DO NOTHING`, fresh); err != nil {
+		return nil, err
+	}
+	var key []byte
+	if err := db.QueryRowContext(ctx, `SELECT key FROM holds_cursor_key WHERE id = 1`).Scan(&key); err != nil {
+		return nil, err
+	}
+	return key, nil
 }
 
 // holdColumns are the columns scanHold reads, in its order.

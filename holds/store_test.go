@@ -316,7 +316,9 @@ func TestMigrateIdempotentBesideLedger(t *testing.T) {
 	}
 	var n int
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM holds_migrations`).Scan(&n))
-	require.Equal(t, 1, n)
+	require.Equal(t, 2, n, "each migration once")
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM holds_cursor_key`).Scan(&n))
+	require.Equal(t, 1, n, "one cursor key, drawn once")
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM migrations`).Scan(&n))
 	require.Zero(t, n)
 
