@@ -46,6 +46,7 @@ type apiError struct {
 	body   map[string]any
 }
 
+// Error names the status and the fields of the engine's error body.
 func (e *apiError) Error() string {
 	parts := []string{fmt.Sprintf("engine answered %d", e.status)}
 	for _, k := range []string{"error", "field", "reason", "status", "hold_id"} {

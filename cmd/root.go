@@ -21,6 +21,7 @@ type exitError struct {
 	err  error
 }
 
+// Error is the message of the underlying error.
 func (e *exitError) Error() string { return e.err.Error() }
 
 // Execute runs the command line and returns the process exit code.

@@ -24,7 +24,10 @@ type fault struct {
 	err    error
 }
 
+// Error names the rule, the reason and the cause of the fault.
 func (f *fault) Error() string { return fmt.Sprintf("%s: %s: %v", f.rule, f.reason, f.err) }
+
+// Unwrap returns the cause.
 func (f *fault) Unwrap() error { return f.err }
 
 func internalFault(reason string, err error) *fault {

@@ -14,15 +14,18 @@ import (
 	"unicode"
 )
 
+// Defaults and bounds of the gate's introspection settings.
 const (
-	DefaultGateCacheSeconds = 30
-	DefaultGateTimeout      = 5 * time.Second
-	DefaultGateCacheSize    = 10000
-	MaxGateCacheSeconds     = 86400
-	MaxGateTimeout          = 60 * time.Second
+	DefaultGateCacheSeconds = 30               // SVC_GATE_INTROSPECTION_CACHE_SECONDS
+	DefaultGateTimeout      = 5 * time.Second  // SVC_GATE_INTROSPECTION_TIMEOUT
+	DefaultGateCacheSize    = 10000            // credentials cached at once
+	MaxGateCacheSeconds     = 86400            // the longest a verdict is cached
+	MaxGateTimeout          = 60 * time.Second // the longest introspection timeout
 	maxIntrospectionBody    = 64 << 10
 )
 
+// GateConfig configures the credential gate: token introspection of
+// portal-issued agent credentials (SVC_GATE_INTROSPECTION_*).
 type GateConfig struct {
 	URL          string        // SVC_GATE_INTROSPECTION_URL
 	Auth         string        // SVC_GATE_INTROSPECTION_AUTH; a secret, never log it
@@ -32,8 +35,11 @@ type GateConfig struct {
 	CacheSize    int           // most credentials cached at once
 }
 
+// Enabled reports whether introspection is configured.
 func (c GateConfig) Enabled() bool { return c.URL != "" }
 
+// Validate checks the settings of an enabled gate and names the variable at
+// fault.
 func (c GateConfig) Validate() error {
 	if !c.Enabled() {
 		return nil

@@ -163,6 +163,7 @@ type opaAnswerError struct {
 	status, body string
 }
 
+// Error names the server's status and the start of its answer.
 func (e *opaAnswerError) Error() string {
 	return fmt.Sprintf("opa server answered %s: %s", e.status, e.body)
 }

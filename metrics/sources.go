@@ -49,8 +49,10 @@ type holdsCollector struct {
 	now     func() time.Time
 }
 
+// Describe implements prometheus.Collector.
 func (h *holdsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- holdsDesc }
 
+// Collect counts the holds by status at scrape time.
 func (h *holdsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
@@ -90,12 +92,14 @@ type exportCollector struct {
 	source QueueSource
 }
 
+// Describe implements prometheus.Collector.
 func (e *exportCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{queueDepthDesc, queueCapacityDesc, queueDroppedDesc, queueSentDesc, queueErrorsDesc} {
 		ch <- d
 	}
 }
 
+// Collect reports each enabled export queue's figures.
 func (e *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, q := range e.source.Queues() {
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(q.Depth), q.Destination)
