@@ -257,6 +257,53 @@ func TestBatcherDeadline(t *testing.T) {
 	})
 }
 
+// TestBatcherDeadlineUnderLoad: many callers with a timeout close to the
+// sender's time, so that calls leave in every state (queued, in a batch,
+// just handed the lead): every call returns, within its timeout or with its
+// result, and no slot is lost.
+func TestBatcherDeadlineUnderLoad(t *testing.T) {
+	const timeout = 2 * time.Millisecond
+	var sent atomic.Int64
+	send := func(ctx context.Context, inputs []json.RawMessage) []batchResult {
+		sent.Add(1)
+		select {
+		case <-time.After(time.Duration(sent.Load()%4) * time.Millisecond):
+		case <-ctx.Done():
+			return failAll(len(inputs), ctx.Err())
+		}
+		out := make([]batchResult, len(inputs))
+		for i, in := range inputs {
+			out[i].verdict = Verdict{Decision: Allow, Rule: "test/echo", Reason: string(in)}
+		}
+		return out
+	}
+	b := newBatcher(send, 2, 4, timeout)
+	var answered, timedOut atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 100 {
+				in := strconv.Quote(strconv.Itoa(g*1000 + i))
+				v, err := b.Evaluate(t.Context(), json.RawMessage(in))
+				switch {
+				case err == nil:
+					assert.Equal(t, in, v.Reason, "a result of another input")
+					answered.Add(1)
+				case errors.Is(err, context.DeadlineExceeded):
+					timedOut.Add(1)
+				default:
+					t.Errorf("unexpected error: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(3200), answered.Load()+timedOut.Load())
+	assert.Positive(t, answered.Load())
+	assert.Positive(t, timedOut.Load())
+	assertIdle(t, b)
+}
+
 // TestBatcherLeave covers each state a call can be in when its time is up.
 func TestBatcherLeave(t *testing.T) {
 	result := batchSignal{result: batchResult{verdict: Verdict{Decision: Allow, Reason: "late"}}}
