@@ -30,6 +30,12 @@ const (
 	opaReadyTimeout = 30 * time.Second
 	// opaReadyPoll is the interval of the readiness probes.
 	opaReadyPoll = 10 * time.Millisecond
+	// opaLivenessInterval is the interval of the health checks of a serving
+	// server, and opaLivenessMisses how many failures in a row (each bounded
+	// by opaProbeTimeout) mark it wedged: it is then killed and restarted,
+	// about 5 s after it stopped answering.
+	opaLivenessInterval = time.Second
+	opaLivenessMisses   = 3
 	// opaMaxSocketPath is the longest unix socket path Linux accepts.
 	opaMaxSocketPath = 107
 )
@@ -44,14 +50,17 @@ type OPAServerConfig struct {
 	Watch     bool          // reload PolicyDir when its files change (opa run --watch)
 	Timeout   time.Duration // bound of one decision query
 	Logger    zerolog.Logger
+
+	liveness time.Duration // interval of the health checks; 0 is opaLivenessInterval
 }
 
 // OPAServer is the Evaluator backed by an `opa run --server` that svc starts
 // and supervises: the server listens on a unix socket in a private
 // directory and runs in its own process group; when it dies, every decision
 // is denied at once until it has been restarted (with exponential backoff)
-// and answers its health check again. It is never an allow without an
-// evaluation.
+// and answers its health check again. A server that stops answering its
+// health checks while running (wedged) is killed and restarted the same
+// way. It is never an allow without an evaluation.
 type OPAServer struct {
 	cfg   OPAServerConfig
 	dir   string // private directory holding the socket and opaBatchModule
@@ -248,13 +257,11 @@ func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
+	wedged := false
 	if s.awaitReady(ctx, exited) {
 		served = true
 		s.ready(pid)
-		select {
-		case <-exited:
-		case <-ctx.Done():
-		}
+		wedged = s.watch(ctx, exited)
 	}
 	killed := false
 	select {
@@ -267,6 +274,9 @@ func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 	switch {
 	case ctx.Err() != nil:
 		err = ctx.Err()
+	case wedged:
+		err = fmt.Errorf("opa server (pid %d) stopped answering its health checks (%d in a row failed): killed",
+			pid, opaLivenessMisses)
 	case killed:
 		err = fmt.Errorf("opa server (pid %d) did not answer its health check within %s", pid, opaReadyTimeout)
 	default:
@@ -314,7 +324,7 @@ func (s *OPAServer) awaitReady(ctx context.Context, exited <-chan struct{}) bool
 	tick := time.NewTicker(opaReadyPoll)
 	defer tick.Stop()
 	for {
-		if s.rest.healthy(ctx) {
+		if s.rest.healthy(ctx, min(s.cfg.Timeout, opaProbeTimeout)) {
 			return true
 		}
 		select {
@@ -325,6 +335,36 @@ func (s *OPAServer) awaitReady(ctx context.Context, exited <-chan struct{}) bool
 		case <-deadline.C:
 			return false
 		case <-tick.C:
+		}
+	}
+}
+
+// watch checks a serving server's health until it exits or ctx ends, and
+// reports true as soon as opaLivenessMisses checks in a row have failed.
+func (s *OPAServer) watch(ctx context.Context, exited <-chan struct{}) bool {
+	every := s.cfg.liveness
+	if every <= 0 {
+		every = opaLivenessInterval
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	misses := 0
+	for {
+		select {
+		case <-exited:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		// Not bounded by the decision timeout: a loaded server may answer
+		// slower than a tight SVC_OPA_TIMEOUT and still be alive.
+		if s.rest.healthy(ctx, opaProbeTimeout) {
+			misses = 0
+			continue
+		}
+		if misses++; misses >= opaLivenessMisses {
+			return true
 		}
 	}
 }

@@ -212,9 +212,10 @@ func (e *RESTEvaluator) evaluateBatch(ctx context.Context, inputs []json.RawMess
 	return results, nil
 }
 
-// healthy reports whether the server answers GET /health with 200.
-func (e *RESTEvaluator) healthy(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, min(e.timeout, opaProbeTimeout))
+// healthy reports whether the server answers GET /health with 200 within
+// timeout.
+func (e *RESTEvaluator) healthy(ctx context.Context, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.health, nil)
 	if err != nil {

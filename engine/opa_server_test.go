@@ -58,7 +58,7 @@ func startExternalOPA(t *testing.T, dir string) (string, *exec.Cmd) {
 	url := "http://" + addr
 	probe := newRESTEvaluator(mustParseURL(t, url), (&net.Dialer{}).DialContext, time.Second)
 	defer probe.Close()
-	require.Eventually(t, func() bool { return probe.healthy(context.Background()) }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return probe.healthy(context.Background(), time.Second) }, 20*time.Second, 10*time.Millisecond)
 	return url, cmd
 }
 
@@ -239,22 +239,23 @@ func TestOPAServerConcurrentDecisions(t *testing.T) {
 
 // TestOPAServerFrozen: while the server does not answer (its process is
 // frozen), every one of many concurrent decisions fails within the timeout
-// of its call, time queued behind the stuck queries included; decisions
-// resume once it answers again.
+// of its call, time queued behind the stuck queries included; the
+// supervisor then finds it wedged (its health checks fail), kills it and
+// starts another, and decisions resume.
 func TestOPAServerFrozen(t *testing.T) {
 	const timeout = 500 * time.Millisecond
-	s, err := StartOPAServer(OPAServerConfig{Bin: opaTestBin(t), PolicyDir: bundledPack(t), Timeout: timeout, Logger: zerolog.Nop()})
+	s, err := StartOPAServer(OPAServerConfig{Bin: opaTestBin(t), PolicyDir: bundledPack(t), Timeout: timeout,
+		Logger: zerolog.Nop(), liveness: 100 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
 	waitUp(t, s)
 	_, err = s.Evaluate(t.Context(), opaInput(nil))
 	require.NoError(t, err)
 
-	pid := int(s.pid.Load())
-	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-	thaw := sync.OnceFunc(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	t.Cleanup(thaw)
-	require.Eventually(t, func() bool { return allThreadsStopped(pid) }, 5*time.Second, time.Millisecond)
+	frozen := int(s.pid.Load())
+	require.NoError(t, syscall.Kill(frozen, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(frozen, syscall.SIGCONT) })
+	require.Eventually(t, func() bool { return allThreadsStopped(frozen) }, 5*time.Second, time.Millisecond)
 	const callers = 16 // far more than the query slots: most wait in the queue
 	errs := make([]error, callers)
 	took := make([]time.Duration, callers)
@@ -272,11 +273,12 @@ func TestOPAServerFrozen(t *testing.T) {
 		assert.Less(t, took[i], timeout+300*time.Millisecond, "call %d outlived its timeout", i)
 	}
 
-	thaw()
 	require.Eventually(t, func() bool {
 		_, err := s.Evaluate(t.Context(), opaInput(nil))
 		return err == nil
-	}, 20*time.Second, 50*time.Millisecond, "decisions resume")
+	}, 20*time.Second, 50*time.Millisecond, "decisions resume on a new server")
+	assert.NotEqual(t, frozen, int(s.pid.Load()), "the wedged server was replaced")
+	assert.True(t, processGone(frozen), "the wedged server was killed")
 }
 
 // allThreadsStopped reports whether every thread of process pid is in the
