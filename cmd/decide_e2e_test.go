@@ -1,6 +1,7 @@
 package cmd_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -355,11 +356,36 @@ func TestAuthAndHeaders(t *testing.T) {
 		assert.Equal(t, "deny", r.str("decision"))
 		assert.Equal(t, 401, p.callAs(t, tok, "GET", "/v1/holds", nil).Status)
 	}
+	refused := func() []map[string]any {
+		var out []map[string]any
+		for _, line := range strings.Split(p.Logs(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["message"] == "request refused: missing or invalid credential" {
+				out = append(out, rec)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(refused()) == 6 }, 5*time.Second, 10*time.Millisecond,
+		"each refused credential is logged: %v", refused())
+	first := refused()[0]
+	assert.Equal(t, "/v1/decide", first["path"])
+	assert.Equal(t, false, first["credential_presented"])
+	assert.Contains(t, first["remote"], "127.0.0.1:")
+	assert.Equal(t, true, refused()[2]["credential_presented"])
+
+	for range 60 { // a client spraying tokens: the log is sampled
+		p.callAs(t, "spray", "GET", "/v1/holds", nil)
+	}
+	time.Sleep(200 * time.Millisecond)
+	assert.Less(t, len(refused()), 6+60, "at most a burst per second is logged")
+
 	r = p.decide(t, envelope(nil))
 	assert.Equal(t, 200, r.Status)
 	assert.Equal(t, "no-store", r.Header.Get("Cache-Control"))
 	assert.Equal(t, "nosniff", r.Header.Get("X-Content-Type-Options"))
 	assert.NotContains(t, p.Logs(), "s3cret-token", "tokens never reach the logs")
+	assert.NotContains(t, p.Logs(), "spray", "tokens never reach the logs")
 }
 
 func TestDecideCLIExitCodes(t *testing.T) {

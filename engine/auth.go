@@ -20,12 +20,13 @@ func (s *Server) decideAuth(next func(http.ResponseWriter, *http.Request, string
 			return
 		}
 		if s.gate == nil || tok == "" {
+			s.logRefused(r, tok, nil)
 			s.refuseAuth(w, Errorf(EUNAUTHORIZED, "missing or invalid bearer token"))
 			return
 		}
 		gate, err := s.gate.Authenticate(r.Context(), tok, r.Header.Get(GateHeader))
 		if err != nil {
-			s.log.Warn().Err(err).Msg("gate credential refused")
+			s.logRefused(r, tok, err)
 			s.refuseAuth(w, err)
 			return
 		}
@@ -73,24 +74,42 @@ func (s *Server) holdsAuth(next http.HandlerFunc) http.HandlerFunc {
 			next(w, r)
 			return
 		}
-		unauthorized(w)
+		s.unauthorized(w, r, tok)
 	}
 }
 
 // tokenAuth admits SVC_AUTH_TOKEN when it is configured.
 func (s *Server) tokenAuth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.AuthToken == "" || equalToken(bearer(r), s.cfg.AuthToken) {
+		tok := bearer(r)
+		if s.cfg.AuthToken == "" || equalToken(tok, s.cfg.AuthToken) {
 			next(w, r)
 			return
 		}
-		unauthorized(w)
+		s.unauthorized(w, r, tok)
 	}
 }
 
-func unauthorized(w http.ResponseWriter) {
+// unauthorized logs and answers a request whose credential tok (possibly
+// none) was refused.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, tok string) {
+	s.logRefused(r, tok, nil)
 	w.Header().Set("WWW-Authenticate", "Bearer")
 	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
+}
+
+// logRefused records a refused credential for the operator: the route, the
+// client address and whether a credential was presented, never the
+// credential itself; cause is the gate's reason, if any. The lines are
+// sampled (refusedLogBurst per second) so that a client spraying tokens
+// cannot flood the log.
+func (s *Server) logRefused(r *http.Request, tok string, cause error) {
+	ev := s.refusedLog.Warn().Str("method", r.Method).Str("path", r.URL.Path).
+		Str("remote", r.RemoteAddr).Bool("credential_presented", tok != "")
+	if cause != nil {
+		ev = ev.Err(cause)
+	}
+	ev.Msg("request refused: missing or invalid credential")
 }
 
 // identify looks tok up among the resolver credentials.

@@ -21,7 +21,7 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 	by, err := s.freezeActor(bearer(r))
 	if err != nil {
 		if ErrorCode(err) == EUNAUTHORIZED {
-			unauthorized(w)
+			s.unauthorized(w, r, bearer(r))
 			return
 		}
 		s.writeError(w, err)

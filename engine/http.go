@@ -36,7 +36,13 @@ type Server struct {
 	health   func() map[string]any   // extra /healthz fields, may be nil
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
 	log      zerolog.Logger
+	// refusedLog is log, sampled, for refused credentials (logRefused).
+	refusedLog zerolog.Logger
 }
+
+// refusedLogBurst is how many refused-credential lines are logged per second
+// at most.
+const refusedLogBurst = 10
 
 // ServerDeps are the parts the routes call.
 type ServerDeps struct {
@@ -53,7 +59,8 @@ type ServerDeps struct {
 // NewServer returns the engine's HTTP server.
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
-		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger}
+		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger,
+		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second})}
 }
 
 // Handler returns the routed handler with the common middleware.
