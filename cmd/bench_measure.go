@@ -2,14 +2,12 @@ package cmd
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,9 +96,10 @@ func (s *rssSampler) stop() int64 {
 }
 
 // benchOPA times bare `opa eval` runs of the policy on the input the engine
-// would send for a read, the same command line as eval mode, at each
-// concurrency of the engine's runs: the floor of eval mode. It prints one
-// row per concurrency in the engine's table format, labelled opa-eval.
+// would send for a read, at each concurrency of the engine's runs: the
+// floor of eval mode. Each run is eval mode's own evaluator, so the command
+// line is the engine's, without the engine around it. It prints one row per
+// concurrency in the engine's table format, labelled opa-eval.
 func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	dir := p.policyDir
 	if dir == "" {
@@ -119,10 +118,11 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench: sample input: %w", err)
 	}
+	eval := engine.NewEvalEvaluator(p.opaBin, dir, time.Minute)
 	fmt.Fprintf(w, "\nbaseline: bare `opa eval` of the policy (%s), %d runs per concurrency (at least 2 per client)\n",
 		p.opaBin, p.opaRuns)
 	for _, n := range p.concurrency {
-		r, err := opaEvals(ctx, p.opaBin, dir, input, n, max(p.opaRuns, 2*n))
+		r, err := opaEvals(ctx, eval, input, n, max(p.opaRuns, 2*n))
 		if err != nil {
 			return err
 		}
@@ -131,9 +131,9 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	return nil
 }
 
-// opaEvals runs `opa eval` of dir on input runs times from n concurrent
-// clients; a run that fails or prints no decision fails the baseline.
-func opaEvals(ctx context.Context, bin, dir string, input []byte, n, runs int) (benchResult, error) {
+// opaEvals runs eval on input runs times from n concurrent clients; a run
+// that fails fails the baseline.
+func opaEvals(ctx context.Context, eval *engine.EvalEvaluator, input []byte, n, runs int) (benchResult, error) {
 	var next atomic.Int64
 	stats := make([]benchResult, n)
 	errs := make([]error, n)
@@ -143,11 +143,11 @@ func opaEvals(ctx context.Context, bin, dir string, input []byte, n, runs int) (
 		wg.Go(func() {
 			stats[i].verdicts = map[string]int{}
 			for next.Add(1) <= int64(runs) && errs[i] == nil {
-				var took time.Duration
-				var decision string
-				took, decision, errs[i] = opaEval(ctx, bin, dir, input)
-				stats[i].latencies = append(stats[i].latencies, took)
-				stats[i].verdicts[decision]++
+				t := time.Now()
+				var v engine.Verdict
+				v, errs[i] = eval.Evaluate(ctx, input)
+				stats[i].latencies = append(stats[i].latencies, time.Since(t))
+				stats[i].verdicts[v.Decision]++
 			}
 		})
 	}
@@ -160,32 +160,8 @@ func opaEvals(ctx context.Context, bin, dir string, input []byte, n, runs int) (
 		}
 	}
 	slices.Sort(out.latencies)
-	return out, errors.Join(errs...)
-}
-
-// opaEval runs one `opa eval` and returns how long it took and the decision
-// it printed.
-func opaEval(ctx context.Context, bin, dir string, input []byte) (time.Duration, string, error) {
-	cmd := exec.CommandContext(ctx, bin, "eval", "--format", "json", "--stdin-input",
-		"--strict-builtin-errors", "--data", dir, "data.svc.policy.decision")
-	cmd.Stdin = bytes.NewReader(input)
-	start := time.Now()
-	out, err := cmd.Output()
-	took := time.Since(start)
-	var doc struct {
-		Result []struct {
-			Expressions []struct {
-				Value struct {
-					Decision string `json:"decision"`
-				} `json:"value"`
-			} `json:"expressions"`
-		} `json:"result"`
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("bench: opa eval: %w", err)
 	}
-	if err == nil {
-		err = json.Unmarshal(out, &doc)
-	}
-	if err != nil || len(doc.Result) != 1 || len(doc.Result[0].Expressions) != 1 || doc.Result[0].Expressions[0].Value.Decision == "" {
-		return took, "", fmt.Errorf("bench: opa eval printed no decision: %v: %s", err, out)
-	}
-	return took, doc.Result[0].Expressions[0].Value.Decision, nil
+	return out, nil
 }

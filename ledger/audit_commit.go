@@ -100,16 +100,11 @@ type mirrored struct {
 func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []*entry)) (mirrored, error) {
 	var rows mirrored
 	err := a.db.write(ctx, func(tx *sql.Tx) error {
-		live, err := a.consume(ctx, tx, batch)
+		live, err := a.consume(ctx, tx, batch, &rows)
 		if err != nil {
 			return err
 		}
 		started(live)
-		for _, e := range live {
-			if e.consume != nil {
-				rows.consumed = append(rows.consumed, *e.consume)
-			}
-		}
 		insert, charge := tx.StmtContext(ctx, a.insert), tx.StmtContext(ctx, a.charge)
 		for _, e := range live {
 			if err := a.insertEntry(ctx, tx, insert, charge, e, &rows); err != nil {
@@ -124,10 +119,10 @@ func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []
 	return rows, nil
 }
 
-// consume makes the consumptions of batch and returns the entries whose
-// consumption did not lose (those without one included); a losing entry
-// gets its conflict.
-func (a *Audit) consume(ctx context.Context, tx *sql.Tx, batch []*entry) ([]*entry, error) {
+// consume makes the consumptions of batch, adding those made to rows, and
+// returns the entries whose consumption did not lose (those without one
+// included); a losing entry gets its conflict.
+func (a *Audit) consume(ctx context.Context, tx *sql.Tx, batch []*entry, rows *mirrored) ([]*entry, error) {
 	live := make([]*entry, 0, len(batch))
 	for _, e := range batch {
 		e.conflict = nil
@@ -140,6 +135,7 @@ func (a *Audit) consume(ctx context.Context, tx *sql.Tx, batch []*entry) ([]*ent
 			if err != nil {
 				return nil, err
 			}
+			rows.consumed = append(rows.consumed, *e.consume)
 		}
 		live = append(live, e)
 	}
