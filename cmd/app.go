@@ -51,7 +51,7 @@ func (a *app) open(ctx context.Context) error {
 	if err := a.openExport(); err != nil {
 		return err
 	}
-	db, err := ledger.Open(ctx, cfg.HoldsPath)
+	db, err := ledger.Open(ctx, cfg.HoldsPath, cfg.Durability)
 	if err != nil {
 		return fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)
 	}
@@ -174,7 +174,7 @@ func (a *app) health() map[string]any {
 
 func (a *app) started(addr string) {
 	a.lifecycle("start")
-	a.log.Info().Str("addr", addr).Str("version", Version).Bool("frozen", a.engine.Frozen()).Msg("svc serving")
+	a.log.Info().Str("addr", addr).Str("version", Version).Str("durability", string(a.cfg.Durability)).Bool("frozen", a.engine.Frozen()).Msg("svc serving")
 }
 
 // Close stops background work and closes every part; it is idempotent.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/export"
+	"github.com/svc-dev/svc/ledger"
 )
 
 // Bounds of the engine's settings.
@@ -36,6 +37,7 @@ type Config struct {
 	Window         time.Duration
 	AuditLog       string
 	HoldsPath      string
+	Durability     ledger.Durability // when an answered decision counts as stored: full or os
 	HoldTTL        time.Duration
 	Freeze         bool
 	AuthToken      string
@@ -52,7 +54,7 @@ type Config struct {
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
 	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600",
-	"audit_log": "", "holds_path": "", "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
+	"audit_log": "", "holds_path": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
 	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
 	"gate_introspection_cache_seconds": strconv.Itoa(engine.DefaultGateCacheSeconds),
@@ -123,6 +125,15 @@ func (p *parser) boolean(key string) bool {
 	return false
 }
 
+// durability reads SVC_DURABILITY.
+func (p *parser) durability() ledger.Durability {
+	d, err := ledger.ParseDurability(strings.ToLower(p.str("durability")))
+	if err != nil {
+		p.fail("durability", "%v", err)
+	}
+	return d
+}
+
 // loadConfig reads and validates the serve configuration.
 func loadConfig(v *viper.Viper) (Config, error) {
 	p := &parser{v: v}
@@ -138,6 +149,7 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,
 		AuditLog:       p.str("audit_log"),
 		HoldsPath:      p.str("holds_path"),
+		Durability:     p.durability(),
 		HoldTTL:        time.Duration(p.integer("hold_ttl_seconds", 1, 366*24*3600)) * time.Second,
 		Freeze:         p.boolean("freeze"),
 		AuthToken:      p.str("auth_token"),

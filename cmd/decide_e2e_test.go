@@ -317,6 +317,7 @@ func TestStartupRefusals(t *testing.T) {
 		"bad freeze":      {"SVC_FREEZE", "maybe", "SVC_FREEZE", 2},
 		"bad window":      {"SVC_WINDOW_SECONDS", "0", "SVC_WINDOW_SECONDS", 2},
 		"bad ttl":         {"SVC_HOLD_TTL_SECONDS", "1h", "SVC_HOLD_TTL_SECONDS", 2},
+		"bad durability":  {"SVC_DURABILITY", "fast", "SVC_DURABILITY: must be full or os", 2},
 		"no policy dir":   {"SVC_POLICY_DIR", "/nonexistent/policy", "SVC_POLICY_DIR", 2},
 		"opa missing":     {"SVC_OPA_BIN", "/nonexistent/opa", "/nonexistent/opa", 1},
 		"bad resolve pol": {"SVC_RESOLUTION_POLICY", "{not json", "SVC_RESOLUTION_POLICY", 1},

@@ -1,6 +1,7 @@
 package cmd_test
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"syscall"
@@ -84,4 +85,46 @@ func TestShutdownFinishesInFlightDecisions(t *testing.T) {
 	}
 	assert.Len(t, audited, len(answers), "nothing on record that was not answered")
 	assert.Contains(t, p.Logs(), "shutting down")
+}
+
+// TestAnsweredDecisionsSurviveAKill kills svc with SIGKILL right after it
+// answers, under each SVC_DURABILITY: whatever it answered must be on record
+// (audit line, hold row) when it starts again. (A power cut, which only
+// "full" survives, cannot be staged here.)
+func TestAnsweredDecisionsSurviveAKill(t *testing.T) {
+	for _, durability := range []string{"full", "os"} {
+		t.Run(durability, func(t *testing.T) {
+			env := baseEnv(t)
+			env["SVC_DURABILITY"] = durability
+			env["SVC_OPA_MODE"] = "server"
+			p := startEngine(t, env)
+			assert.Contains(t, p.Logs(), `"durability":"`+durability+`"`)
+			var answered []string
+			for i := range 30 {
+				r := p.decide(t, envelope(map[string]any{"agent.session_id": fmt.Sprint("kill-", i%7)}))
+				require.Equal(t, 200, r.Status, "%v", r.Body)
+				answered = append(answered, r.str("decision_id"))
+			}
+			holdID, parent := raiseHold(t, p, nil)
+			answered = append(answered, parent)
+			require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+			<-p.done
+
+			audited := map[string]bool{}
+			for _, rec := range auditLines(t, env["SVC_AUDIT_LOG"]) {
+				if id, ok := rec["decision_id"].(string); ok && rec["event"] == "decision" {
+					audited[id] = true
+				}
+			}
+			for _, id := range answered {
+				assert.True(t, audited[id], "answered decision %s is on record", id)
+			}
+			assert.Len(t, audited, len(answered))
+
+			q := startEngine(t, env)
+			h := q.call(t, "GET", "/v1/holds/"+holdID, nil)
+			require.Equal(t, 200, h.Status, "%v", h.Body)
+			assert.Equal(t, "pending", h.str("status"))
+		})
+	}
 }

@@ -45,7 +45,7 @@ func newPipelineWith(t *testing.T, eval engine.Evaluator, obs engine.Observer) *
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := ledger.Open(ctx, filepath.Join(dir, "svc.db"))
+	db, err := ledger.Open(ctx, filepath.Join(dir, "svc.db"), ledger.DurabilityFull)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })
 	budgets, err := ledger.NewBudgets(ctx, db)

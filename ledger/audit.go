@@ -21,16 +21,20 @@ var errClosed = errors.New("audit log closed")
 
 // Audit is the audit log: one JSON line per record in an append-only file
 // (when a path is configured) and a mirror row in SQLite. Record returns
-// only once its record is durable in both; the two writes of a batch succeed
-// or fail together.
+// only once its record is stored in both, as the DB's Durability defines
+// stored; the two writes of a batch succeed or fail together.
 //
 // Concurrent Records are group-committed, leader/follower style: the caller
 // that finds no commit in progress becomes the leader and commits everything
-// queued (one write, one fsync, one transaction); callers arriving meanwhile
-// queue and wait, and the oldest of them leads the next batch. A lone caller
-// commits at once; there is no flush timer. Commit puts all the records of
+// queued (one write, one fsync under DurabilityFull, one transaction);
+// callers arriving meanwhile queue and wait, and the oldest of them leads the
+// next batch. A lone caller commits at once; there is no commit timer. Commit puts all the records of
 // a decision, its budget charge and its hold write in one batch, so a
 // decision costs the decision path one batch (audit_commit.go).
+//
+// Under DurabilityOS a batch is written without being flushed to disk, and
+// a background loop queues a flush request every FlushInterval, which the
+// leader of the batch it joins carries out after committing (audit_flush.go).
 type Audit struct {
 	db     *DB
 	insert *sql.Stmt
@@ -38,6 +42,13 @@ type Audit struct {
 	file   *jsonl   // nil when no audit path is configured
 	holds  HoldRows // nil when commits carry no hold writes
 	log    zerolog.Logger
+
+	// flushErr is the error of the last flush under DurabilityOS, nil once
+	// one succeeds; while it is set, batches are refused. Only the leader
+	// touches it.
+	flushErr error
+	stop     chan struct{} // closed by Close to end the flush loop
+	stopped  chan struct{} // closed when the flush loop has ended
 
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when leading becomes false
@@ -68,6 +79,7 @@ type entry struct {
 	create   *engine.Hold        // nil when there is none
 	consume  *engine.Consumption // nil when there is none
 	conflict error               // the consumption lost its compare-and-set
+	flush    bool                // a flush request, without records
 	done     chan signal         // receives lead (at most once), then the result
 }
 
@@ -88,9 +100,9 @@ type signal struct {
 
 // NewAudit returns the audit log on db, appending to the JSONL file at path
 // when path is not empty and writing the hold rows of commits through holds
-// (nil when no commit carries any). A file that cannot be opened does not fail
-// construction: the error is logged, every Record fails (so the engine
-// denies) and retries the open until it succeeds.
+// (nil when no commit carries any), with db's Durability. A file that cannot
+// be opened does not fail construction: the error is logged, every Record
+// fails (so the engine denies) and retries the open until it succeeds.
 func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger) (*Audit, error) {
 	insert, err := db.prepare(ctx, `INSERT INTO audit (ts_ms, kind, decision_id, body) VALUES (?, ?, ?, ?)`)
 	if err != nil {
@@ -103,16 +115,20 @@ func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 	a := &Audit{db: db, insert: insert, charge: charge, holds: holds, log: log}
 	a.idle.L = &a.mu
 	if path != "" {
-		a.file = &jsonl{path: path, log: log}
+		a.file = newJSONL(path, db.durability == DurabilityFull, log)
 		if err := a.file.open(); err != nil {
 			log.Error().Err(err).Msg("audit log unwritable: every decision is denied until it can be opened")
 		}
+	}
+	if db.durability == DurabilityOS {
+		a.stop, a.stopped = make(chan struct{}), make(chan struct{})
+		go a.flushLoop(FlushInterval)
 	}
 	return a, nil
 }
 
 // Record appends record (marshalled as JSON) under kind and returns once it
-// is durable. Any error means the record may be missing.
+// is stored. Any error means the record may be missing.
 func (a *Audit) Record(ctx context.Context, kind string, record any) error {
 	if err := a.record(ctx, engine.Entry{Records: []engine.AuditRecord{{Kind: kind, Body: record}}}); err != nil {
 		return fmt.Errorf("record audit %s: %w", kind, err)
@@ -123,7 +139,7 @@ func (a *Audit) Record(ctx context.Context, kind string, record any) error {
 // Commit appends the entry's records, in order, and stores its budget
 // charge and hold write in the same batch: the lines in one write and
 // fsync, the mirror rows, the charge and the hold row in one transaction.
-// It returns once all are durable; an error means none of it was stored
+// It returns once all are stored; an error means none of it was stored
 // (short of a crash, or a failed undo, see commit). A consumption that
 // loses its compare-and-set fails with engine.ErrConflict and stores
 // nothing of the entry. A charge of all zeros is not stored; an invalid one
@@ -162,6 +178,12 @@ func (a *Audit) record(ctx context.Context, r engine.Entry) error {
 		}
 		e.lines = append(e.lines, l)
 	}
+	return a.submit(ctx, e)
+}
+
+// submit queues e and waits for the batch that carries it, leading it if no
+// batch is in progress.
+func (a *Audit) submit(ctx context.Context, e *entry) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -224,14 +246,24 @@ func (a *Audit) lead(ctx context.Context) {
 	a.queue = nil
 	a.mu.Unlock()
 
-	err := a.commit(ctx, batch)
-	a.updateChargeCache(batch, err)
-	for _, e := range batch {
+	records, flushes := splitFlushes(batch)
+	err := a.unflushed()
+	if err == nil && len(records) > 0 {
+		err = a.commit(ctx, records)
+	}
+	a.updateChargeCache(records, err)
+	for _, e := range records {
 		if e.conflict != nil && err == nil {
 			e.done <- signal{err: e.conflict}
 			continue
 		}
 		e.done <- signal{err: err}
+	}
+	if len(flushes) > 0 {
+		ferr := a.flush()
+		for _, e := range flushes {
+			e.done <- signal{err: ferr}
+		}
 	}
 
 	a.mu.Lock()
@@ -244,23 +276,30 @@ func (a *Audit) lead(ctx context.Context) {
 	a.idle.Broadcast()
 }
 
-// Close waits for queued records to be committed, then closes the file.
-// Records after Close fail. Close is idempotent; close the Audit before its
-// DB.
+// Close waits for queued records to be committed, ends the background
+// flush, flushes everything to disk and closes the file. Records after Close
+// fail. Close is idempotent; close the Audit before its DB.
 func (a *Audit) Close() error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.closed {
+		a.mu.Unlock()
 		return nil
 	}
 	a.closed = true
 	for a.leading {
 		a.idle.Wait()
 	}
-	if a.file == nil {
-		return nil
+	a.mu.Unlock()
+	var err error
+	if a.stop != nil {
+		close(a.stop)
+		<-a.stopped
+		err = a.db.syncWAL()
 	}
-	return a.file.close()
+	if a.file != nil {
+		err = errors.Join(err, a.file.close())
+	}
+	return err
 }
 
 // AuditRow is one mirror row of the audit log.

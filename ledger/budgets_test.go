@@ -102,7 +102,7 @@ func TestBudgetsPrune(t *testing.T) {
 
 func TestBudgetsClosedDB(t *testing.T) {
 	ctx := context.Background()
-	db, err := ledger.Open(ctx, "")
+	db, err := ledger.Open(ctx, "", ledger.DurabilityFull)
 	require.NoError(t, err)
 	b, err := ledger.NewBudgets(ctx, db)
 	require.NoError(t, err)

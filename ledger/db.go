@@ -1,7 +1,8 @@
 // Package ledger owns svc's SQLite database and the two records kept in it
 // by the decision path: the per-session budget ledger (Budgets) and the
-// audit log (Audit: an fsynced JSONL file plus a SQLite mirror). The holds
-// store shares the database through DB.SQL and runs its own migrations.
+// audit log (Audit: a JSONL file plus a SQLite mirror), stored with the
+// database's Durability. The holds store shares the database through DB.SQL
+// and runs its own migrations.
 package ledger
 
 import (
@@ -21,23 +22,56 @@ import (
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
 
-// pragmas are applied to every connection through the DSN.
-//
-// synchronous=FULL rather than NORMAL: in WAL mode NORMAL survives a process
-// crash but may roll back the last commits on power loss or an OS crash. svc
-// answers a decision only after its charge and audit row are committed, and a
-// consumed hold or a charge that silently disappears after a power cut would
-// re-open an approval or a budget, i.e. fail open. FULL costs one WAL fsync
-// per write transaction; a decision's charge rides in its audit batch
-// (Audit.Commit), and group commit spreads that one transaction over the
-// concurrent decisions of a batch (see docs/performance.md).
+// pragmas are applied to every connection through the DSN, followed by the
+// synchronous setting of the database's Durability.
 //
 // _stmt_cache_size keeps each connection's compiled statements, so the
 // queries that stores on this database issue as SQL text (the hold store's
 // reads and its writes in a decision's transaction) are prepared once per
 // connection, like the statements this package prepares itself.
-const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=1&_synchronous=FULL" +
-	"&_stmt_cache_size=32"
+const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=1&_stmt_cache_size=32"
+
+// Durability is when a commit of the decision path counts as stored, and so
+// when svc may answer the decision (SVC_DURABILITY).
+type Durability string
+
+const (
+	// DurabilityFull answers once the records are flushed to disk: the
+	// JSONL lines are fsynced and SQLite commits with synchronous=FULL (one
+	// WAL fsync per transaction). An answered decision survives a power cut.
+	// It is the default: with NORMAL, a consumed hold or a charge that
+	// silently disappears after a power cut would re-open an approval or a
+	// budget, i.e. fail open.
+	DurabilityFull Durability = "full"
+	// DurabilityOS answers once the records are written to the operating
+	// system: the JSONL lines are written without fsync and SQLite commits
+	// with synchronous=NORMAL. An answered decision survives a crash of svc
+	// but not of the machine: a background flush (Audit) puts everything
+	// on disk every FlushInterval, so a power cut or kernel crash loses at
+	// most the last FlushInterval of answers, charges and hold writes.
+	DurabilityOS Durability = "os"
+)
+
+// FlushInterval is how often, under DurabilityOS, the audit log and the
+// database are flushed to disk.
+const FlushInterval = 100 * time.Millisecond
+
+// ParseDurability returns the Durability named s.
+func ParseDurability(s string) (Durability, error) {
+	switch d := Durability(s); d {
+	case DurabilityFull, DurabilityOS:
+		return d, nil
+	}
+	return "", fmt.Errorf("must be %s or %s, got %q", DurabilityFull, DurabilityOS, s)
+}
+
+// synchronous is the DSN setting of d.
+func (d Durability) synchronous() string {
+	if d == DurabilityOS {
+		return "&_synchronous=NORMAL"
+	}
+	return "&_synchronous=FULL"
+}
 
 // migrationPrefix namespaces this package's rows in the shared migrations
 // table, which the holds store also writes to.
@@ -52,9 +86,10 @@ type DB struct {
 	// the first use.
 	Now func() time.Time
 
-	db   *sql.DB
-	path string
-	temp string // private directory removed on Close; "" for a durable path
+	db         *sql.DB
+	path       string
+	durability Durability
+	temp       string // private directory removed on Close; "" for a durable path
 
 	// writer serialises this package's write transactions in Go: SQLite's
 	// busy handler, which would otherwise queue them, polls with sleeps of
@@ -70,13 +105,19 @@ type DB struct {
 	closed bool
 }
 
-// Open opens (creating if needed) the database at path and applies pending
-// migrations. An empty path means ephemeral: the database lives in a private
+// Open opens (creating if needed) the database at path, committing with
+// durability d (DurabilityFull when empty), and applies pending migrations. An empty path means ephemeral: the database lives in a private
 // temporary directory that Close removes, so "in-memory" state is simply not
 // persisted across restarts. A real file is used rather than a shared-cache
 // :memory: database, whose table locks break concurrent readers and writers.
-func Open(ctx context.Context, path string) (*DB, error) {
-	db := &DB{Now: time.Now, path: path, writer: make(chan struct{}, 1), charges: newChargeCache()}
+func Open(ctx context.Context, path string, d Durability) (*DB, error) {
+	if d == "" {
+		d = DurabilityFull
+	}
+	if _, err := ParseDurability(string(d)); err != nil {
+		return nil, fmt.Errorf("open ledger %s: durability %w", path, err)
+	}
+	db := &DB{Now: time.Now, path: path, durability: d, writer: make(chan struct{}, 1), charges: newChargeCache()}
 	if path == "" {
 		dir, err := os.MkdirTemp("", "svc-ledger-*") // mode 0700
 		if err != nil {
@@ -95,7 +136,7 @@ func (db *DB) open(ctx context.Context) error {
 	if strings.ContainsRune(db.path, '?') {
 		return errors.New("path must not contain '?'")
 	}
-	sqlDB, err := sql.Open("sqlite3", db.path+"?"+pragmas)
+	sqlDB, err := sql.Open("sqlite3", db.path+"?"+pragmas+db.durability.synchronous())
 	if err != nil {
 		return err
 	}
@@ -170,6 +211,25 @@ func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// syncWAL flushes the database's write-ahead log to disk, which makes every
+// transaction committed so far durable. The file is opened by name each
+// time, since SQLite may remove and re-create it; a missing log has nothing
+// to flush.
+func (db *DB) syncWAL() error {
+	f, err := os.Open(db.path + "-wal")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("flush ledger log %s-wal: %w", db.path, err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("flush ledger log %s-wal: %w", db.path, err)
+	}
+	return nil
 }
 
 // SQL returns the shared connection pool, for stores that live in the same

@@ -16,43 +16,76 @@ import (
 // when the test ends.
 func openDB(t testing.TB) *ledger.DB {
 	t.Helper()
-	db, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "svc.db"))
+	db, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "svc.db"), ledger.DurabilityFull)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })
 	return db
 }
 
 func TestOpenAppliesPragmas(t *testing.T) {
-	db := openDB(t)
+	for _, durability := range []ledger.Durability{"", ledger.DurabilityFull, ledger.DurabilityOS} {
+		db, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "svc.db"), durability)
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, db.Close()) })
+		synchronous := "2" // FULL
+		if durability == ledger.DurabilityOS {
+			synchronous = "1" // NORMAL
+		}
+		for _, tc := range []struct {
+			pragma string
+			want   string
+		}{
+			{"journal_mode", "wal"},
+			{"synchronous", synchronous},
+			{"foreign_keys", "1"},
+			{"busy_timeout", "5000"},
+		} {
+			t.Run(string(durability)+"/"+tc.pragma, func(t *testing.T) {
+				var got string
+				require.NoError(t, db.SQL().QueryRow("PRAGMA "+tc.pragma).Scan(&got))
+				assert.Equal(t, tc.want, got)
+			})
+		}
+	}
+}
+
+func TestParseDurability(t *testing.T) {
 	for _, tc := range []struct {
-		pragma string
-		want   string
+		in   string
+		want ledger.Durability
+		err  string
 	}{
-		{"journal_mode", "wal"},
-		{"synchronous", "2"}, // FULL
-		{"foreign_keys", "1"},
-		{"busy_timeout", "5000"},
+		{"full", ledger.DurabilityFull, ""},
+		{"os", ledger.DurabilityOS, ""},
+		{"", "", `must be full or os, got ""`},
+		{"normal", "", `must be full or os, got "normal"`},
 	} {
-		t.Run(tc.pragma, func(t *testing.T) {
-			var got string
-			require.NoError(t, db.SQL().QueryRow("PRAGMA "+tc.pragma).Scan(&got))
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ledger.ParseDurability(tc.in)
+			if tc.err != "" {
+				assert.EqualError(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
 	}
+	_, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "svc.db"), "sometimes")
+	assert.ErrorContains(t, err, `durability must be full or os, got "sometimes"`)
 }
 
 func TestMigrationsIdempotentOnReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "svc.db")
 	for range 3 {
-		db, err := ledger.Open(ctx, path)
+		db, err := ledger.Open(ctx, path, ledger.DurabilityFull)
 		require.NoError(t, err)
 		_, err = db.SQL().ExecContext(ctx, `INSERT INTO audit (ts_ms, kind, body) VALUES (1, 'decision', '{}')`)
 		require.NoError(t, err)
 		require.NoError(t, db.Close())
 	}
 
-	db, err := ledger.Open(ctx, path)
+	db, err := ledger.Open(ctx, path, ledger.DurabilityFull)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, db.Close()) }()
 	var names []string
@@ -71,7 +104,7 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 }
 
 func TestOpenEphemeralRemovedOnClose(t *testing.T) {
-	db, err := ledger.Open(context.Background(), "")
+	db, err := ledger.Open(context.Background(), "", ledger.DurabilityFull)
 	require.NoError(t, err)
 	dir := filepath.Dir(db.Path())
 	fi, err := os.Stat(dir)
@@ -98,7 +131,7 @@ func TestOpenErrors(t *testing.T) {
 		{"query in path", filepath.Join(dir, "svc.db?mode=ro")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ledger.Open(context.Background(), tc.path)
+			_, err := ledger.Open(context.Background(), tc.path, ledger.DurabilityFull)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.path)
 		})

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,10 +12,19 @@ import (
 // jsonl is the append-only audit file. Only the group-commit leader touches
 // it, so it needs no lock of its own.
 type jsonl struct {
-	path string
-	log  zerolog.Logger
-	f    *os.File // nil until opened, and again after a failure
-	torn bool     // the file ends in a partial line (a crash mid-write)
+	path  string
+	log   zerolog.Logger
+	sync  bool                 // fsync every append (DurabilityFull); else flush does
+	fsync func(*os.File) error // (*os.File).Sync; tests inject faults
+	f     *os.File             // nil until opened, and again after a failure
+	torn  bool                 // the file ends in a partial line (a crash mid-write)
+	dirty bool                 // holds acknowledged lines not fsynced yet
+}
+
+// newJSONL returns the audit file at path, fsynced on every append when
+// sync is set.
+func newJSONL(path string, sync bool, log zerolog.Logger) *jsonl {
+	return &jsonl{path: path, log: log, sync: sync, fsync: (*os.File).Sync}
 }
 
 // open opens the file if it is not open yet. Every append calls it, so an
@@ -66,16 +76,17 @@ func endsTorn(path string) bool {
 	return last[0] != '\n'
 }
 
-// append writes buf, which holds whole lines, and syncs it to disk. It
-// returns the size of the file before the write, for rollback. On failure
-// the partial write is rolled back, so lines never merge.
+// append writes buf, which holds whole lines, and syncs it to disk unless
+// the file is flushed in the background (DurabilityOS). It returns the size
+// of the file before the write, for rollback. On failure the partial write
+// is rolled back, so lines never merge.
 func (j *jsonl) append(buf []byte) (int64, error) {
 	if err := j.open(); err != nil {
 		return 0, err
 	}
 	fi, err := j.f.Stat()
 	if err != nil {
-		_ = j.close() // the Stat error is the one to report
+		j.drop()
 		return 0, fmt.Errorf("append audit log %s: %w", j.path, err)
 	}
 	size := fi.Size()
@@ -83,42 +94,70 @@ func (j *jsonl) append(buf []byte) (int64, error) {
 		buf = append([]byte{'\n'}, buf...)
 	}
 	_, err = j.f.Write(buf)
-	if err == nil {
-		err = j.f.Sync()
+	if err == nil && j.sync {
+		err = j.fsync(j.f)
 	}
 	if err != nil {
 		j.rollback(size)
 		return 0, fmt.Errorf("append audit log %s: %w", j.path, err)
 	}
 	j.torn = false
+	j.dirty = j.dirty || !j.sync
 	return size, nil
 }
 
+// flush syncs to disk what was written since the last successful flush,
+// reopening the file if a failure closed it, so that a flush succeeds only
+// once the disk takes the data again. After a failure the file is closed,
+// as its state is unknown.
+func (j *jsonl) flush() error {
+	if !j.dirty {
+		return nil
+	}
+	if err := j.open(); err != nil {
+		return err
+	}
+	if err := j.fsync(j.f); err != nil {
+		j.drop()
+		return fmt.Errorf("flush audit log %s: %w", j.path, err)
+	}
+	j.dirty = false
+	return nil
+}
+
 // rollback truncates the file back to size, removing lines whose records
-// were not acknowledged, and closes it: after a failed write or fsync the
-// descriptor's state is unknown, and the next append reopens the file and
-// re-checks its tail.
+// were not acknowledged, syncs it (which also flushes the lines before
+// them) and closes it: after a failed write or fsync the descriptor's state
+// is unknown, and the next append reopens the file and re-checks its tail.
 func (j *jsonl) rollback(size int64) {
 	err := j.f.Truncate(size)
 	if err == nil {
-		err = j.f.Sync()
+		err = j.fsync(j.f)
 	}
 	if err != nil {
 		j.log.Error().Err(err).Str("path", j.path).
 			Msg("audit log: cannot remove lines of a failed batch; they are not acknowledged")
+	} else {
+		j.dirty = false
 	}
-	_ = j.close() // the write error is the one to report
+	j.drop()
 }
 
-// close closes the file if open; append has already synced its data.
+// close flushes the file and closes it if open.
 func (j *jsonl) close() error {
+	err := j.flush()
 	if j.f == nil {
-		return nil
+		return err
 	}
-	err := j.f.Close()
+	if cerr := j.f.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("close audit log %s: %w", j.path, cerr))
+	}
 	j.f = nil
-	if err != nil {
-		return fmt.Errorf("close audit log %s: %w", j.path, err)
-	}
-	return nil
+	return err
+}
+
+// drop closes the descriptor without flushing, after a failure.
+func (j *jsonl) drop() {
+	_ = j.f.Close() // the failure that led here is the one to report
+	j.f = nil
 }

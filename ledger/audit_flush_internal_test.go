@@ -1,0 +1,154 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fsyncProbe counts the audit file's fsyncs and fails them while failing is
+// set. The real file is still synced: only the fault is injected, as a disk
+// that fails its flushes cannot be had on demand.
+type fsyncProbe struct {
+	calls   atomic.Int64
+	failing atomic.Bool
+}
+
+func (p *fsyncProbe) fsync(f *os.File) error {
+	p.calls.Add(1)
+	if p.failing.Load() {
+		return syscall.EIO
+	}
+	return f.Sync()
+}
+
+// probedAudit returns an audit log with the given durability whose file's
+// fsyncs go through a probe. The probe is installed while no batch is in
+// progress, so the flush loop sees it without a race.
+func probedAudit(t *testing.T, d Durability) (*Audit, *fsyncProbe, string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, filepath.Join(dir, "svc.db"), d)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	path := filepath.Join(dir, "audit.jsonl")
+	a, err := NewAudit(ctx, db, path, nil, zerolog.New(zerolog.NewTestWriter(t)))
+	require.NoError(t, err)
+	probe := &fsyncProbe{}
+	a.mu.Lock()
+	for a.leading {
+		a.idle.Wait()
+	}
+	a.file.fsync = probe.fsync
+	a.mu.Unlock()
+	return a, probe, path
+}
+
+func recordN(t *testing.T, a *Audit, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		require.NoError(t, a.Record(context.Background(), "decision", map[string]string{"decision_id": fmt.Sprint("d", i)}))
+	}
+}
+
+func TestDurabilityFlushes(t *testing.T) {
+	const n = 40
+	t.Run("full fsyncs every batch before answering", func(t *testing.T) {
+		a, probe, _ := probedAudit(t, DurabilityFull)
+		recordN(t, a, 0, n)
+		assert.EqualValues(t, n, probe.calls.Load(), "one fsync per batch of one record")
+		require.NoError(t, a.Close())
+		assert.EqualValues(t, n, probe.calls.Load(), "nothing is left to flush at Close")
+	})
+	t.Run("os answers before the flush, which follows within the interval", func(t *testing.T) {
+		a, probe, path := probedAudit(t, DurabilityOS)
+		recordN(t, a, 0, n)
+		body, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, n, bytes.Count(body, []byte("\n")), "every answered record is written to the file at once")
+		assert.Less(t, probe.calls.Load(), int64(n/2), "records are not fsynced one batch at a time")
+
+		before := probe.calls.Load()
+		recordN(t, a, n, 1)
+		require.Eventually(t, func() bool { return probe.calls.Load() > before },
+			20*FlushInterval, FlushInterval/10, "the background flush syncs the new line")
+
+		recordN(t, a, n+1, 1)
+		flushed := probe.calls.Load()
+		require.NoError(t, a.Close())
+		assert.Greater(t, probe.calls.Load(), flushed, "Close flushes what was written")
+	})
+}
+
+func TestDurabilityOSFlushFailureDenies(t *testing.T) {
+	ctx := context.Background()
+	a, probe, path := probedAudit(t, DurabilityOS)
+	recordN(t, a, 0, 1)
+	probe.failing.Store(true)
+	recordN(t, a, 1, 1) // written; its flush is what fails
+
+	require.Eventually(t, func() bool {
+		return a.Record(ctx, "decision", map[string]string{"decision_id": "until-the-flush-fails"}) != nil
+	}, 20*FlushInterval, FlushInterval/10, "once a flush fails, records are refused")
+	for range 3 {
+		err := a.Record(ctx, "decision", map[string]string{"decision_id": "refused"})
+		require.Error(t, err, "refused until a flush succeeds")
+		assert.True(t, errors.Is(err, syscall.EIO), "%v", err)
+		assert.Contains(t, err.Error(), "not flushed to disk")
+	}
+
+	probe.failing.Store(false)
+	require.Eventually(t, func() bool {
+		return a.Record(ctx, "decision", map[string]string{"decision_id": "after"}) == nil
+	}, 20*FlushInterval, FlushInterval/10, "records are answered again once a flush succeeds")
+	require.NoError(t, a.Close())
+
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.NotContains(t, string(body), `"refused"`, "a refused record is not written")
+	assert.Contains(t, string(body), `"d1"`, "the record written before the failure stays")
+	rows, err := a.Records(ctx, "")
+	require.NoError(t, err)
+	for _, r := range rows {
+		assert.NotEqual(t, "refused", r.DecisionID)
+	}
+}
+
+// TestDurabilityOSFlushesWithoutPause checks that the flush is not starved
+// by batches that follow each other without a pause: the request joins the
+// next batch.
+func TestDurabilityOSFlushesWithoutPause(t *testing.T) {
+	a, probe, _ := probedAudit(t, DurabilityOS)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*FlushInterval)
+	defer cancel()
+	done := make(chan int)
+	for w := range 4 {
+		go func() {
+			n := 0
+			for ctx.Err() == nil {
+				if a.Record(context.Background(), "decision", map[string]string{"decision_id": fmt.Sprint(w, "-", n)}) == nil {
+					n++
+				}
+			}
+			done <- n
+		}()
+	}
+	total := 0
+	for range 4 {
+		total += <-done
+	}
+	require.Positive(t, total)
+	assert.GreaterOrEqual(t, probe.calls.Load(), int64(3), "%d records in %v, flushed %d times",
+		total, 10*FlushInterval, probe.calls.Load())
+}
