@@ -104,6 +104,13 @@ type signal struct {
 // be opened does not fail construction: the error is logged, every Record
 // fails (so the engine denies) and retries the open until it succeeds.
 func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger) (*Audit, error) {
+	return newAudit(ctx, db, path, holds, log, FlushInterval)
+}
+
+// newAudit is NewAudit with the interval of the background flush of
+// DurabilityOS.
+func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger,
+	flushEvery time.Duration) (*Audit, error) {
 	insert, err := db.prepare(ctx, `INSERT INTO audit (ts_ms, kind, decision_id, body) VALUES (?, ?, ?, ?)`)
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
@@ -122,7 +129,7 @@ func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 	}
 	if db.durability == DurabilityOS {
 		a.stop, a.stopped = make(chan struct{}), make(chan struct{})
-		go a.flushLoop(FlushInterval)
+		go a.flushLoop(flushEvery)
 	}
 	return a, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -32,10 +33,10 @@ func (p *fsyncProbe) fsync(f *os.File) error {
 	return f.Sync()
 }
 
-// probedAudit returns an audit log with the given durability whose file's
-// fsyncs go through a probe. The probe is installed while no batch is in
-// progress, so the flush loop sees it without a race.
-func probedAudit(t *testing.T, d Durability) (*Audit, *fsyncProbe, string) {
+// probedAudit returns an audit log with the given durability and flush
+// interval whose file's fsyncs go through a probe. The probe is installed
+// while no batch is in progress, so the flush loop sees it without a race.
+func probedAudit(t *testing.T, d Durability, flushEvery time.Duration) (*Audit, *fsyncProbe, string) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -43,7 +44,7 @@ func probedAudit(t *testing.T, d Durability) (*Audit, *fsyncProbe, string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })
 	path := filepath.Join(dir, "audit.jsonl")
-	a, err := NewAudit(ctx, db, path, nil, zerolog.New(zerolog.NewTestWriter(t)))
+	a, err := newAudit(ctx, db, path, nil, zerolog.New(zerolog.NewTestWriter(t)), flushEvery)
 	require.NoError(t, err)
 	probe := &fsyncProbe{}
 	a.mu.Lock()
@@ -62,38 +63,42 @@ func recordN(t *testing.T, a *Audit, from, n int) {
 	}
 }
 
+// never is a flush interval no test outlives: the loop does not flush.
+const never = time.Hour
+
 func TestDurabilityFlushes(t *testing.T) {
 	const n = 40
 	t.Run("full fsyncs every batch before answering", func(t *testing.T) {
-		a, probe, _ := probedAudit(t, DurabilityFull)
+		a, probe, _ := probedAudit(t, DurabilityFull, FlushInterval)
 		recordN(t, a, 0, n)
 		assert.EqualValues(t, n, probe.calls.Load(), "one fsync per batch of one record")
 		require.NoError(t, a.Close())
 		assert.EqualValues(t, n, probe.calls.Load(), "nothing is left to flush at Close")
 	})
-	t.Run("os answers before the flush, which follows within the interval", func(t *testing.T) {
-		a, probe, path := probedAudit(t, DurabilityOS)
+	t.Run("os answers before the flush and Close flushes", func(t *testing.T) {
+		a, probe, path := probedAudit(t, DurabilityOS, never)
 		recordN(t, a, 0, n)
 		body, err := os.ReadFile(path)
 		require.NoError(t, err)
 		assert.Equal(t, n, bytes.Count(body, []byte("\n")), "every answered record is written to the file at once")
-		assert.Less(t, probe.calls.Load(), int64(n/2), "records are not fsynced one batch at a time")
-
-		before := probe.calls.Load()
-		recordN(t, a, n, 1)
-		require.Eventually(t, func() bool { return probe.calls.Load() > before },
-			20*FlushInterval, FlushInterval/10, "the background flush syncs the new line")
-
-		recordN(t, a, n+1, 1)
-		flushed := probe.calls.Load()
+		assert.Zero(t, probe.calls.Load(), "no record waits for an fsync")
 		require.NoError(t, a.Close())
-		assert.Greater(t, probe.calls.Load(), flushed, "Close flushes what was written")
+		assert.EqualValues(t, 1, probe.calls.Load(), "Close flushes what was written")
+	})
+	t.Run("os flushes within the interval", func(t *testing.T) {
+		a, probe, _ := probedAudit(t, DurabilityOS, 10*time.Millisecond)
+		recordN(t, a, 0, 1)
+		require.Eventually(t, func() bool { return probe.calls.Load() > 0 },
+			5*time.Second, time.Millisecond, "the background flush syncs the line")
+		calls := probe.calls.Load()
+		time.Sleep(50 * time.Millisecond)
+		assert.Equal(t, calls, probe.calls.Load(), "a file with nothing new is not synced again")
 	})
 }
 
 func TestDurabilityOSFlushFailureDenies(t *testing.T) {
 	ctx := context.Background()
-	a, probe, path := probedAudit(t, DurabilityOS)
+	a, probe, path := probedAudit(t, DurabilityOS, 10*time.Millisecond)
 	recordN(t, a, 0, 1)
 	probe.failing.Store(true)
 	recordN(t, a, 1, 1) // written; its flush is what fails
@@ -129,7 +134,7 @@ func TestDurabilityOSFlushFailureDenies(t *testing.T) {
 // by batches that follow each other without a pause: the request joins the
 // next batch.
 func TestDurabilityOSFlushesWithoutPause(t *testing.T) {
-	a, probe, _ := probedAudit(t, DurabilityOS)
+	a, probe, _ := probedAudit(t, DurabilityOS, FlushInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*FlushInterval)
 	defer cancel()
 	done := make(chan int)
