@@ -1,57 +1,17 @@
 package cmd_test
 
 import (
-	"context"
 	"net"
 	"sort"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// stuckCollector accepts TCP connections and never reads from them; a tiny
-// receive buffer makes the sender's socket fill after a few events.
-func stuckCollector(t *testing.T) string {
-	t.Helper()
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
+	"github.com/svc-dev/svc/export/exporttest"
+)
 
 func downCollector(t *testing.T) string {
 	t.Helper()
@@ -111,7 +71,7 @@ func TestSlowOrDownCollectorNeverSlowsDecisions(t *testing.T) {
 	baselineEnv := baseEnv(t)
 	baselineEnv["SVC_OPA_MODE"] = "server"
 	baseline := medianDecide(t, startEngine(t, baselineEnv), n)
-	for name, addr := range map[string]string{"never reads": stuckCollector(t), "down": downCollector(t)} {
+	for name, addr := range map[string]string{"never reads": exporttest.StuckCollector(t, 1024), "down": downCollector(t)} {
 		t.Run(name, func(t *testing.T) {
 			env := baseEnv(t)
 			env["SVC_OPA_MODE"] = "server"

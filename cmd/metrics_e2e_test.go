@@ -1,45 +1,19 @@
 package cmd_test
 
 import (
-	"bufio"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/metrics/metricstest"
 )
 
-// scrapeMetrics fetches GET /metrics with the engine's token and returns
-// each sample as `name{labels}` → value.
+// scrapeMetrics fetches the engine's /metrics with its token.
 func (p *engineProc) scrapeMetrics(t *testing.T) map[string]float64 {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, p.URL+"/metrics", nil)
-	require.NoError(t, err)
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, resp.Header.Get("Content-Type"), "text/plain")
-	samples := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		cut := strings.LastIndexByte(line, ' ')
-		require.Positive(t, cut, "sample line %q", line)
-		v, err := strconv.ParseFloat(line[cut+1:], 64)
-		require.NoError(t, err, "sample line %q", line)
-		samples[line[:cut]] = v
-	}
-	require.NoError(t, sc.Err())
-	return samples
+	return metricstest.Scrape(t, p.URL+"/metrics", p.token)
 }
 
 func TestMetricsCountersMove(t *testing.T) {

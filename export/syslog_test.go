@@ -2,14 +2,12 @@ package export
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"io"
 	"net"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/export/exporttest"
 )
 
 // Publish latency bounds. Publish must never wait on I/O: every wait of the
@@ -33,7 +32,7 @@ const (
 // eventually blocks the worker's writes; Publish stays fast, the queue fills,
 // drops are counted, and Close still returns within the drain bound.
 func TestSyslogStuckCollector(t *testing.T) {
-	addr := listenNeverRead(t)
+	addr := exporttest.StuckCollector(t, 4096)
 	ex := newTestExporter(t, Config{DrainTimeout: 200 * time.Millisecond, Syslog: SyslogConfig{
 		Enabled: true, Address: addr, Protocol: ProtocolTCP, QueueSize: 64,
 	}})
@@ -183,46 +182,6 @@ func assertAccounted(t *testing.T, st QueueStats, published uint64) {
 	t.Helper()
 	assert.Zero(t, st.QueueDepth)
 	assert.Equal(t, published, st.Sent+st.Errors+st.Dropped, "sent+errors+dropped of %+v", st)
-}
-
-// listenNeverRead accepts TCP connections with a tiny receive buffer and
-// never reads from them.
-func listenNeverRead(t *testing.T) string {
-	t.Helper()
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return l.Addr().String()
 }
 
 // deadAddress returns a loopback address where nothing listens.

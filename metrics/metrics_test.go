@@ -1,48 +1,25 @@
 package metrics_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/metrics"
+	"github.com/svc-dev/svc/metrics/metricstest"
 )
 
-// scrape fetches the collector's /metrics over loopback and returns each
-// sample as `name{labels}` → value, labels as the text format prints them.
+// scrape fetches the collector's /metrics over loopback.
 func scrape(t *testing.T, c *metrics.Collector) map[string]float64 {
 	t.Helper()
 	srv := httptest.NewServer(c.Handler())
 	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Contains(t, resp.Header.Get("Content-Type"), "text/plain")
-	samples := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		cut := strings.LastIndexByte(line, ' ')
-		require.Positive(t, cut, "sample line %q", line)
-		v, err := strconv.ParseFloat(line[cut+1:], 64)
-		require.NoError(t, err, "sample line %q", line)
-		samples[line[:cut]] = v
-	}
-	require.NoError(t, sc.Err())
-	return samples
+	return metricstest.Scrape(t, srv.URL, "")
 }
 
 func TestObserverMovesDecisionMetrics(t *testing.T) {
