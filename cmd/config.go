@@ -127,7 +127,7 @@ func (p *parser) boolean(key string) bool {
 
 // durability reads SVC_DURABILITY.
 func (p *parser) durability() ledger.Durability {
-	d, err := ledger.ParseDurability(strings.ToLower(p.str("durability")))
+	d, err := ledger.ParseDurability(p.str("durability"))
 	if err != nil {
 		p.fail("durability", "%v", err)
 	}

@@ -37,8 +37,9 @@ type Budgets interface {
 }
 
 // Recorder appends one audit record. It returns only after the record is
-// durable (JSONL synced, mirror row committed); an error means the record may
-// be missing, and the engine then answers deny.
+// stored (JSONL line written, mirror row committed, both flushed to disk
+// unless SVC_DURABILITY=os); an error means the record may be missing, and
+// the engine then answers deny.
 type Recorder interface {
 	Record(ctx context.Context, kind string, record any) error
 }
@@ -56,7 +57,7 @@ type Journal interface {
 	Recorder
 	// Commit records the entry's records in order and, in the same
 	// transaction, stores its charge and creates or consumes its hold; it
-	// returns only once all are durable, and an error means nothing of it
+	// returns only once all are stored, and an error means nothing of it
 	// was stored. A consumption of a hold that is no longer approved and
 	// unexpired fails with ErrConflict.
 	Commit(ctx context.Context, e Entry) error

@@ -16,5 +16,8 @@ func (s *Store) Create(ctx context.Context, h engine.Hold) error {
 // Consume is ConsumeIn in a transaction of its own, returning the consumed
 // hold.
 func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Time) (engine.Hold, error) {
-	return consume(ctx, s.db, engine.Consumption{HoldID: id, DecisionID: decisionID, At: now})
+	if err := consume(ctx, s.db, engine.Consumption{HoldID: id, DecisionID: decisionID, At: now}); err != nil {
+		return engine.Hold{}, err
+	}
+	return s.Get(ctx, id, now)
 }

@@ -110,32 +110,36 @@ func revert(ctx context.Context, q querier, stmt string, args ...any) (bool, err
 // other state is ErrNotRedeemable (an engine.ErrConflict) carrying the
 // status as of c.At.
 func (s *Store) ConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) error {
-	_, err := consume(ctx, tx, c)
-	return err
+	return consume(ctx, tx, c)
 }
 
-// consume is ConsumeIn on q, returning the consumed hold.
-func consume(ctx context.Context, q querier, c engine.Consumption) (engine.Hold, error) {
+// consume is ConsumeIn on q. It reads the hold only when the
+// compare-and-set fails, to tell an unknown hold from one that moved on.
+func consume(ctx context.Context, q querier, c engine.Consumption) error {
 	id := c.HoldID
 	if c.DecisionID == "" {
-		return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id,
+		return fmt.Errorf("consume hold %s: %w", id,
 			engine.InvalidField("decision_id", "a consumption names the decision that redeems the hold"))
 	}
 	ms := c.At.UnixMilli()
-	hs, err := queryHolds(ctx, q, c.At, `UPDATE holds SET status = 'consumed', consumed_ms = ?,
+	res, err := q.ExecContext(ctx, `UPDATE holds SET status = 'consumed', consumed_ms = ?,
 		consumed_by_decision_id = ? WHERE id = ? AND status = 'approved' AND expires_ms > ?
-		AND consumed_ms IS NULL RETURNING `+holdColumns, ms, c.DecisionID, id, ms)
+		AND consumed_ms IS NULL`, ms, c.DecisionID, id, ms)
 	if err != nil {
-		return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id, err)
+		return fmt.Errorf("consume hold %s: %w", id, err)
 	}
-	if len(hs) == 1 {
-		return hs[0], nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("consume hold %s: %w", id, err)
+	}
+	if n == 1 {
+		return nil
 	}
 	cur, err := get(ctx, q, id, c.At)
 	if err != nil {
-		return engine.Hold{}, fmt.Errorf("consume hold: %w", err)
+		return fmt.Errorf("consume hold: %w", err)
 	}
-	return engine.Hold{}, fmt.Errorf("consume hold %s: %w", id, notRedeemable(id, cur.Status))
+	return fmt.Errorf("consume hold %s: %w", id, notRedeemable(id, cur.Status))
 }
 
 // Sweep records the expiry of every pending or approved hold whose

@@ -43,8 +43,8 @@ type Audit struct {
 	holds  HoldRows // nil when commits carry no hold writes
 	log    zerolog.Logger
 
-	// flushErr is the error of the last flush under DurabilityOS, nil once
-	// one succeeds; while it is set, batches are refused. Only the leader
+	// flushErr is the error of the first failed flush under DurabilityOS;
+	// once it is set, every batch is refused (flush). Only the leader
 	// touches it.
 	flushErr error
 	stop     chan struct{} // closed by Close to end the flush loop
@@ -59,8 +59,10 @@ type Audit struct {
 
 // HoldRows writes hold rows in the transaction of an audit batch, so that a
 // decision's hold is stored with its record; the hold store implements it.
-// ConsumeIn is a compare-and-set that fails with engine.ErrConflict, and
-// changes nothing, when the hold is no longer approved and unexpired. The
+// ConsumeIn is a compare-and-set that fails with engine.ErrConflict when
+// the hold is no longer approved and unexpired. A write refused with an
+// *engine.Error (conflict, unknown or existing hold, invalid hold) must
+// change nothing: it fails only the entry that asked for it. The
 // Undo methods revert a committed write when the batch's lines could not be
 // written, reporting false (and changing nothing) when the hold has moved
 // on since.
@@ -74,13 +76,13 @@ type HoldRows interface {
 // entry is one caller's records, charge and hold write, waiting for their
 // batch.
 type entry struct {
-	lines    []line
-	charge   *engine.Charge      // nil when there is none
-	create   *engine.Hold        // nil when there is none
-	consume  *engine.Consumption // nil when there is none
-	conflict error               // the consumption lost its compare-and-set
-	flush    bool                // a flush request, without records
-	done     chan signal         // receives lead (at most once), then the result
+	lines   []line
+	charge  *engine.Charge      // nil when there is none
+	create  *engine.Hold        // nil when there is none
+	consume *engine.Consumption // nil when there is none
+	err     error               // its hold write failed (holdWrites); it is not in the batch
+	flush   bool                // a flush request, without records
+	done    chan signal         // receives lead (at most once), then the result
 }
 
 // line is one record, marshalled.
@@ -147,9 +149,10 @@ func (a *Audit) Record(ctx context.Context, kind string, record any) error {
 // charge and hold write in the same batch: the lines in one write and
 // fsync, the mirror rows, the charge and the hold row in one transaction.
 // It returns once all are stored; an error means none of it was stored
-// (short of a crash, or a failed undo, see commit). A consumption that
-// loses its compare-and-set fails with engine.ErrConflict and stores
-// nothing of the entry. A charge of all zeros is not stored; an invalid one
+// (short of a crash, or a failed undo, see commit). A hold write the store
+// refuses (a consumption that loses its compare-and-set fails with
+// engine.ErrConflict) fails the entry alone and stores nothing of it; an
+// entry carries one hold write at most. A charge of all zeros is not stored; an invalid one
 // (no session or time, a negative count) fails before anything is written.
 func (a *Audit) Commit(ctx context.Context, e engine.Entry) error {
 	if len(e.Records) == 0 {
@@ -166,6 +169,9 @@ func (a *Audit) Commit(ctx context.Context, e engine.Entry) error {
 	}
 	if (e.Create != nil || e.Consume != nil) && a.holds == nil {
 		return fmt.Errorf("commit audit %s: a hold write needs the hold store", e.Records[0].Kind)
+	}
+	if e.Create != nil && e.Consume != nil {
+		return fmt.Errorf("commit audit %s: a decision creates or consumes a hold, not both", e.Records[0].Kind)
 	}
 	if err := a.record(ctx, e); err != nil {
 		return fmt.Errorf("commit audit %s: %w", e.Records[0].Kind, err)
@@ -254,14 +260,14 @@ func (a *Audit) lead(ctx context.Context) {
 	a.mu.Unlock()
 
 	records, flushes := splitFlushes(batch)
-	err := a.unflushed()
+	err := a.flushErr
 	if err == nil && len(records) > 0 {
 		err = a.commit(ctx, records)
 	}
 	a.updateChargeCache(records, err)
 	for _, e := range records {
-		if e.conflict != nil && err == nil {
-			e.done <- signal{err: e.conflict}
+		if e.err != nil && err == nil {
+			e.done <- signal{err: e.err}
 			continue
 		}
 		e.done <- signal{err: err}
@@ -301,7 +307,7 @@ func (a *Audit) Close() error {
 	if a.stop != nil {
 		close(a.stop)
 		<-a.stopped
-		err = a.db.syncWAL()
+		err = a.flush()
 	}
 	if a.file != nil {
 		err = errors.Join(err, a.file.close())

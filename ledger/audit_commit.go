@@ -12,9 +12,9 @@ import (
 
 // commit writes batch to the JSONL file and to the mirror, the two at once:
 // the file's fsync and the mirror's commit overlap, so a decision waits for
-// one disk flush rather than two in a row. The consumptions of the batch
-// are made first, in its transaction, and an entry whose consumption loses
-// is left out of the batch. If either write fails the other is undone (the
+// one disk flush rather than two in a row. The hold writes of the batch
+// are made first, in its transaction, and an entry whose hold write the
+// store refuses is left out of the batch. If either write fails the other is undone (the
 // lines truncated away; the mirror rows and charges deleted, the holds the
 // batch created removed and those it consumed re-opened), so that an error
 // means neither copy holds the batch, short of a crash in between or a
@@ -78,7 +78,7 @@ func (a *Audit) updateChargeCache(batch []*entry, err error) {
 		case e.charge == nil:
 		case err != nil:
 			sessions = append(sessions, e.charge.SessionID)
-		case e.conflict == nil:
+		case e.err == nil:
 			stored = append(stored, *e.charge)
 		}
 	}
@@ -94,20 +94,20 @@ type mirrored struct {
 	consumed       []engine.Consumption
 }
 
-// mirror makes the batch's consumptions, calls started with the entries
-// that remain, then inserts their hold rows, audit rows and charges, all in
-// one transaction, and returns the ids of the audit rows and charges.
+// mirror makes the batch's hold writes, calls started with the entries
+// that remain, then inserts their audit rows and charges, all in one
+// transaction, and returns what it wrote.
 func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []*entry)) (mirrored, error) {
 	var rows mirrored
 	err := a.db.write(ctx, func(tx *sql.Tx) error {
-		live, err := a.consume(ctx, tx, batch, &rows)
+		live, err := a.holdWrites(ctx, tx, batch, &rows)
 		if err != nil {
 			return err
 		}
 		started(live)
 		insert, charge := tx.StmtContext(ctx, a.insert), tx.StmtContext(ctx, a.charge)
 		for _, e := range live {
-			if err := a.insertEntry(ctx, tx, insert, charge, e, &rows); err != nil {
+			if err := a.insertEntry(ctx, insert, charge, e, &rows); err != nil {
 				return err
 			}
 		}
@@ -119,38 +119,50 @@ func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []
 	return rows, nil
 }
 
-// consume makes the consumptions of batch, adding those made to rows, and
-// returns the entries whose consumption did not lose (those without one
-// included); a losing entry gets its conflict.
-func (a *Audit) consume(ctx context.Context, tx *sql.Tx, batch []*entry, rows *mirrored) ([]*entry, error) {
+// holdWrites makes the hold writes of batch (the compare-and-set of a
+// consumption, the row of a new hold), adding those made to rows, and
+// returns the entries whose write did not fail, those without one included.
+// A write the hold store refuses for its own reasons (an *engine.Error: the
+// hold moved on, is unknown, exists, or is invalid) is one failed statement,
+// which changes nothing: it fails its entry alone, which is left out of the
+// batch. Any other error fails the batch.
+func (a *Audit) holdWrites(ctx context.Context, tx *sql.Tx, batch []*entry, rows *mirrored) ([]*entry, error) {
 	live := make([]*entry, 0, len(batch))
 	for _, e := range batch {
-		e.conflict = nil
-		if e.consume != nil {
-			err := a.holds.ConsumeIn(ctx, tx, *e.consume)
-			if errors.Is(err, engine.ErrConflict) {
-				e.conflict = err
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			rows.consumed = append(rows.consumed, *e.consume)
+		err := a.holdWrite(ctx, tx, e, rows)
+		var refused *engine.Error
+		switch {
+		case errors.As(err, &refused):
+			e.err = err
+			continue
+		case err != nil:
+			return nil, err
 		}
 		live = append(live, e)
 	}
 	return live, nil
 }
 
-// insertEntry writes one entry's hold row, audit rows and charge, adding
-// their ids to rows.
-func (a *Audit) insertEntry(ctx context.Context, tx *sql.Tx, insert, charge *sql.Stmt, e *entry, rows *mirrored) error {
-	if e.create != nil {
+// holdWrite makes e's hold write, if any (Commit allows one at most).
+func (a *Audit) holdWrite(ctx context.Context, tx *sql.Tx, e *entry, rows *mirrored) error {
+	switch {
+	case e.consume != nil:
+		if err := a.holds.ConsumeIn(ctx, tx, *e.consume); err != nil {
+			return err
+		}
+		rows.consumed = append(rows.consumed, *e.consume)
+	case e.create != nil:
 		if err := a.holds.CreateIn(ctx, tx, *e.create); err != nil {
 			return err
 		}
 		rows.created = append(rows.created, *e.create)
 	}
+	return nil
+}
+
+// insertEntry writes one entry's audit rows and charge, adding their ids to
+// rows.
+func (a *Audit) insertEntry(ctx context.Context, insert, charge *sql.Stmt, e *entry, rows *mirrored) error {
 	for _, l := range e.lines {
 		id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
 		seq, err := insertID(insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body)))

@@ -40,33 +40,22 @@ func splitFlushes(batch []*entry) (records, flushes []*entry) {
 }
 
 // flush puts on disk everything committed so far: the JSONL lines and the
-// database's write-ahead log. A failure is logged when it starts and when it
-// ends; until a flush succeeds again, batches are refused (unflushed), so
-// svc denies rather than answer decisions it may be unable to keep.
+// database's write-ahead log. A failure sticks: once an fsync has failed,
+// the kernel may have dropped the pages it could not write back (or marked
+// them clean), so a later fsync that succeeds proves nothing about the
+// records already answered. From then on every batch is refused, so svc
+// denies, until it is restarted.
 func (a *Audit) flush() error {
+	if a.flushErr != nil {
+		return a.flushErr
+	}
 	var err error
 	if a.file != nil {
 		err = a.file.flush()
 	}
-	err = errors.Join(err, a.db.syncWAL())
-	switch {
-	case err != nil && a.flushErr == nil:
-		a.log.Error().Err(err).Msg("audit log: flush to disk failed; decisions are denied until a flush succeeds")
-	case err == nil && a.flushErr != nil:
-		a.log.Warn().Msg("audit log: flush to disk succeeds again; decisions are answered")
+	if err = errors.Join(err, a.db.syncWAL()); err != nil {
+		a.log.Error().Err(err).Msg("audit log: flush to disk failed; every decision is denied until svc is restarted")
+		a.flushErr = fmt.Errorf("audit log not flushed to disk: %w", err)
 	}
-	a.flushErr = err
-	return err
-}
-
-// unflushed retries the flush that last failed, if any, and reports whether
-// the audit log is still unable to flush.
-func (a *Audit) unflushed() error {
-	if a.flushErr == nil {
-		return nil
-	}
-	if err := a.flush(); err != nil {
-		return fmt.Errorf("audit log not flushed to disk: %w", err)
-	}
-	return nil
+	return a.flushErr
 }

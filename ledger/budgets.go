@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/svc-dev/svc/engine"
@@ -18,8 +19,8 @@ var _ engine.Budgets = (*Budgets)(nil)
 // The charges of recently used sessions are also kept in memory (see
 // chargeCache), so most reads do not query SQLite.
 type Budgets struct {
-	db                    *DB
-	sessionCharges, prune *sql.Stmt
+	db                                *DB
+	sessionCharges, sessionSum, prune *sql.Stmt
 }
 
 // insertCharge stores one charge. Charges are written only by
@@ -35,7 +36,9 @@ func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 		query string
 	}{
 		{&b.sessionCharges, `SELECT at_ms, deletes, external_sends, objects
-			FROM charges WHERE session_id = ? AND at_ms >= ? ORDER BY at_ms, id`},
+			FROM charges WHERE session_id = ? AND at_ms >= ? ORDER BY at_ms, id LIMIT ` + strconv.Itoa(cacheCharges+1)},
+		{&b.sessionSum, `SELECT COALESCE(SUM(deletes), 0), COALESCE(SUM(external_sends), 0), COALESCE(SUM(objects), 0)
+			FROM charges WHERE session_id = ? AND at_ms >= ?`},
 		{&b.prune, `DELETE FROM charges WHERE at_ms < ?`},
 	} {
 		stmt, err := db.prepare(ctx, p.query)
@@ -47,7 +50,9 @@ func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 	return &b, nil
 }
 
-// Totals sums the charges of sessionID made at or after since.
+// Totals sums the charges of sessionID made at or after since: from the
+// cache, else from SQLite, caching the session's charges when there are few
+// enough to keep (cacheCharges); a session with more is summed by SQLite.
 func (b *Budgets) Totals(ctx context.Context, sessionID string, since time.Time) (engine.Totals, error) {
 	sinceMS := since.UnixMilli()
 	if t, ok := b.db.charges.totals(sessionID, sinceMS); ok {
@@ -57,17 +62,20 @@ func (b *Budgets) Totals(ctx context.Context, sessionID string, since time.Time)
 	if err != nil {
 		return engine.Totals{}, fmt.Errorf("budget totals of session %q: %w", sessionID, err)
 	}
-	var t engine.Totals
-	for _, c := range charges {
-		t.Deletes += c.Deletes
-		t.ExternalSends += c.ExternalSends
-		t.Objects += c.Objects
+	if len(charges) > cacheCharges {
+		var t engine.Totals
+		err := b.sessionSum.QueryRowContext(ctx, sessionID, sinceMS).Scan(&t.Deletes, &t.ExternalSends, &t.Objects)
+		if err != nil {
+			return engine.Totals{}, fmt.Errorf("budget totals of session %q: %w", sessionID, err)
+		}
+		return t, nil
 	}
 	b.db.charges.load(sessionID, sinceMS, charges)
-	return t, nil
+	return sumCharges(charges), nil
 }
 
-// charges reads the session's charges at or after sinceMS, oldest first.
+// charges reads the session's charges at or after sinceMS, oldest first,
+// up to one more than the cache keeps.
 func (b *Budgets) charges(ctx context.Context, sessionID string, sinceMS int64) ([]cachedCharge, error) {
 	rows, err := b.sessionCharges.QueryContext(ctx, sessionID, sinceMS)
 	if err != nil {

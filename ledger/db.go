@@ -56,9 +56,9 @@ const (
 // database are flushed to disk.
 const FlushInterval = 100 * time.Millisecond
 
-// ParseDurability returns the Durability named s.
+// ParseDurability returns the Durability named s, in any case.
 func ParseDurability(s string) (Durability, error) {
-	switch d := Durability(s); d {
+	switch d := Durability(strings.ToLower(s)); d {
 	case DurabilityFull, DurabilityOS:
 		return d, nil
 	}

@@ -57,6 +57,7 @@ func TestParseDurability(t *testing.T) {
 	}{
 		{"full", ledger.DurabilityFull, ""},
 		{"os", ledger.DurabilityOS, ""},
+		{"OS", ledger.DurabilityOS, ""},
 		{"", "", `must be full or os, got ""`},
 		{"normal", "", `must be full or os, got "normal"`},
 	} {

@@ -107,9 +107,8 @@ func (j *jsonl) append(buf []byte) (int64, error) {
 }
 
 // flush syncs to disk what was written since the last successful flush,
-// reopening the file if a failure closed it, so that a flush succeeds only
-// once the disk takes the data again. After a failure the file is closed,
-// as its state is unknown.
+// reopening the file if a failed write closed it. After a failure the file
+// is closed, as its state is unknown.
 func (j *jsonl) flush() error {
 	if !j.dirty {
 		return nil

@@ -27,7 +27,11 @@ const (
 // only writer of charges): a committed charge is added before its caller
 // learns of the commit, and a session whose commit failed is dropped, so the
 // next read goes to SQLite. svc is the only writer of its database, so the
-// cache cannot miss a charge written behind its back.
+// cache cannot miss a charge written behind its back. It also relies on the
+// engine.Budgets contract that a session's Totals and the commits of its
+// charges never overlap (the engine's session lock): a miss that read
+// SQLite while a commit of the same session added its charge could
+// otherwise cache the read without that charge.
 type chargeCache struct {
 	mu       sync.Mutex
 	lru      *list.List               // of *cachedSession, most recent first
@@ -70,13 +74,18 @@ func (c *chargeCache) totals(session string, sinceMS int64) (engine.Totals, bool
 		drop++
 	}
 	s.charges, s.since = s.charges[drop:], sinceMS
+	return sumCharges(s.charges), true
+}
+
+// sumCharges adds up charges.
+func sumCharges(charges []cachedCharge) engine.Totals {
 	var t engine.Totals
-	for _, ch := range s.charges {
+	for _, ch := range charges {
 		t.Deletes += ch.Deletes
 		t.ExternalSends += ch.ExternalSends
 		t.Objects += ch.Objects
 	}
-	return t, true
+	return t
 }
 
 // load caches the session's charges at or after sinceMS, as just read from

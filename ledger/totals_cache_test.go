@@ -63,3 +63,26 @@ func TestBudgetsTotalsMatchSQLite(t *testing.T) {
 		}
 	}
 }
+
+// A session with more charges in its window than the cache keeps is summed
+// by SQLite, every one counted, read after read.
+func TestBudgetsTotalsOfAHeavySession(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	b, err := ledger.NewBudgets(ctx, db)
+	require.NoError(t, err)
+	a := newAudit(t, db, "")
+	const n = 300 // more than the cache keeps for one session
+	for i := range n {
+		c := charge("heavy", t0.Add(time.Duration(i)*time.Second), 1, 0, 2)
+		c.DecisionID = fmt.Sprintf("d%d", i)
+		require.NoError(t, a.Commit(ctx, engine.Entry{Records: decisionRecords(c.DecisionID), Charge: &c}))
+	}
+	since := t0.Add(-time.Minute)
+	for range 2 {
+		got, err := b.Totals(ctx, "heavy", since)
+		require.NoError(t, err)
+		require.Equal(t, engine.Totals{Deletes: n, Objects: 2 * n}, got)
+		require.Equal(t, sqlTotals(t, db, "heavy", since), got)
+	}
+}

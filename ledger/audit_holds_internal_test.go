@@ -1,0 +1,93 @@
+package ledger
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/holds"
+)
+
+// A hold write the store refuses fails the entry that asked for it, not the
+// decisions that share its batch: they are stored, it is not.
+func TestHoldWriteRefusalFailsItsEntryAlone(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, filepath.Join(dir, "svc.db"), DurabilityFull)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	store, err := holds.NewStore(ctx, db.SQL())
+	require.NoError(t, err)
+	path := filepath.Join(dir, "audit.jsonl")
+	a, err := NewAudit(ctx, db, path, store, zerolog.New(zerolog.NewTestWriter(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, a.Close()) })
+
+	entryOf := func(id string) *entry {
+		l, err := a.line(engine.AuditRecord{Kind: engine.EventDecision, Body: map[string]string{"decision_id": id}})
+		require.NoError(t, err)
+		return &entry{lines: []line{l}, done: make(chan signal, 1)}
+	}
+	now := time.Now()
+	plain := entryOf("d-plain")
+	unknown := entryOf("d-unknown")
+	unknown.consume = &engine.Consumption{HoldID: "no-such-hold", DecisionID: "d-unknown", At: now}
+	invalid := entryOf("d-invalid")
+	invalid.create = &engine.Hold{ID: "h-invalid", CreatedTS: now, ExpiresTS: now.Add(time.Hour)} // no rule
+	created := entryOf("d-created")
+	created.create = &engine.Hold{ID: "h-ok", DecisionID: "d-created", Rule: "svc.policy/irreversible_broad_prod",
+		Envelope: &engine.Envelope{}, CreatedTS: now, ExpiresTS: now.Add(time.Hour)}
+
+	require.NoError(t, a.commit(ctx, []*entry{plain, unknown, invalid, created}))
+
+	assert.ErrorIs(t, unknown.err, engine.ErrNotFound)
+	assert.Equal(t, engine.EINVALID, engine.ErrorCode(invalid.err), "%v", invalid.err)
+	assert.NoError(t, plain.err)
+	assert.NoError(t, created.err)
+	rows, err := a.Records(ctx, "")
+	require.NoError(t, err)
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r.DecisionID)
+	}
+	assert.Equal(t, []string{"d-plain", "d-created"}, ids, "only the entries whose hold write stood are mirrored")
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(string(body), "\n"))
+	assert.NotContains(t, string(body), "d-unknown")
+	assert.NotContains(t, string(body), "d-invalid")
+	_, err = store.Get(ctx, "h-ok", now)
+	assert.NoError(t, err, "the valid hold of the batch is stored")
+	_, err = store.Get(ctx, "h-invalid", now)
+	assert.ErrorIs(t, err, engine.ErrNotFound)
+}
+
+func TestCommitRefusesTwoHoldWrites(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "svc.db"), DurabilityFull)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	store, err := holds.NewStore(ctx, db.SQL())
+	require.NoError(t, err)
+	a, err := NewAudit(ctx, db, "", store, zerolog.Nop())
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, a.Close()) })
+	now := time.Now()
+	err = a.Commit(ctx, engine.Entry{
+		Records: []engine.AuditRecord{{Kind: engine.EventDecision, Body: map[string]string{"decision_id": "d1"}}},
+		Create:  &engine.Hold{ID: "h1", CreatedTS: now, ExpiresTS: now.Add(time.Hour)},
+		Consume: &engine.Consumption{HoldID: "h0", DecisionID: "d1", At: now},
+	})
+	require.ErrorContains(t, err, "creates or consumes a hold, not both")
+	rows, err := a.Records(ctx, "")
+	require.NoError(t, err)
+	assert.Empty(t, rows)
+}
