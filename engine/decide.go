@@ -34,13 +34,18 @@ func internalFault(reason string, err error) *fault {
 	return &fault{rule: RuleInternalError, reason: reason, err: err}
 }
 
+// holdCreationFault is the fault of a require_approval whose hold could not
+// be made or stored.
+func holdCreationFault(err error) *fault {
+	return &fault{rule: RuleHoldCreationFailed, reason: "hold could not be persisted", err: err}
+}
+
 // outcome is the working state of one decision.
 type outcome struct {
 	Decision
-	created  *Hold        // hold created by this decision, stored by its commit
-	redeemed *Hold        // hold consumed by this decision, as its commit leaves it
-	consume  *Consumption // the consumption of redeemed, made by the commit
-	charge   *Charge      // charge of an allow, committed with its audit record
+	created  *Hold   // hold created by this decision, stored by its commit
+	redeemed *Hold   // hold consumed by this decision, as its commit leaves it
+	charge   *Charge // charge of an allow, committed with its audit record
 }
 
 // Decide runs the pipeline for one envelope and returns the decision and
@@ -78,7 +83,7 @@ func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (Decisio
 		status = e.failClosed(out, err)
 	}
 	ev, err := e.commit(ctx, req, out)
-	if err != nil && (out.created != nil || out.consume != nil) {
+	if err != nil && (out.created != nil || out.redeemed != nil) {
 		status = e.holdWriteFailed(ctx, out, err)
 		ev, err = e.commit(ctx, req, out)
 	}
@@ -95,26 +100,35 @@ func (e *Engine) commit(ctx context.Context, req Request, out *outcome) (Decisio
 	ev := e.decisionEvent(req.Envelope, req, out)
 	err := e.deps.Recorder.Commit(ctx, Entry{
 		Records: append([]AuditRecord{{Kind: EventDecision, Body: ev}}, e.holdRecords(out)...),
-		Charge:  out.charge, Create: out.created, Consume: out.consume,
+		Charge:  out.charge, Create: out.created, Consume: consumptionOf(out.redeemed),
 	})
 	return ev, err
+}
+
+// consumptionOf is the consumption a commit makes of the hold redeemed (as
+// redeem left it: consumed by this decision), or nil.
+func consumptionOf(redeemed *Hold) *Consumption {
+	if redeemed == nil {
+		return nil
+	}
+	return &Consumption{HoldID: redeemed.ID, DecisionID: redeemed.ConsumedBy, At: *redeemed.ConsumedTS}
 }
 
 // holdWriteFailed turns a decision whose hold write failed into a deny: a
 // refusal when a concurrent re-submission consumed the hold first (or it
 // lapsed meanwhile), else an engine fault.
 func (e *Engine) holdWriteFailed(ctx context.Context, out *outcome, err error) int {
-	if c := out.consume; c != nil && errors.Is(err, ErrConflict) {
+	if h := out.redeemed; h != nil && errors.Is(err, ErrConflict) {
 		out.HoldID, out.ParentDecisionID = "", ""
-		out.redeemed, out.consume, out.charge = nil, nil, nil
-		if err := e.lostRace(ctx, out, c.HoldID, e.deps.Now()); err != nil {
+		out.redeemed, out.charge = nil, nil
+		if err := e.lostRace(ctx, out, h.ID, e.deps.Now()); err != nil {
 			return e.failClosed(out, err)
 		}
 		return http.StatusOK
 	}
 	f := internalFault("hold could not be redeemed", err)
 	if out.created != nil {
-		f = &fault{rule: RuleHoldCreationFailed, reason: "hold could not be persisted", err: err}
+		f = holdCreationFault(err)
 	}
 	return e.failClosed(out, f)
 }
@@ -139,7 +153,7 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 	e.deps.Logger.Error().Err(err).Str("decision_id", out.DecisionID).Str("rule", f.rule).Msg("decision failed closed")
 	out.Decision.Decision, out.Rule, out.Reason = Deny, f.rule, f.reason+"; denied (fail closed)"
 	out.HoldID, out.ExpiresTS, out.ParentDecisionID = "", "", ""
-	out.created, out.redeemed, out.consume, out.charge = nil, nil, nil, nil
+	out.created, out.redeemed, out.charge = nil, nil, nil
 	return http.StatusInternalServerError
 }
 
@@ -218,7 +232,7 @@ func (e *Engine) charge(env *Envelope, out *outcome, now time.Time) {
 func (e *Engine) createHold(env *Envelope, out *outcome, now time.Time) error {
 	paramsHash, err := env.ParamsHash()
 	if err != nil {
-		return &fault{rule: RuleHoldCreationFailed, reason: "hold could not be persisted", err: err}
+		return holdCreationFault(err)
 	}
 	h := Hold{
 		ID: NewID(), Status: HoldPending, Rule: out.Rule, Reason: out.Reason, Envelope: env,

@@ -145,24 +145,36 @@ func (b *batcher) lead(ctx context.Context, self *batchCall, deadline time.Time)
 		b.release()
 		return Verdict{}, b.timedOut()
 	}
+	defer b.release()
 	b.mu.Lock()
 	n := min(len(b.queue), b.max-1)
 	batch := append([]*batchCall{self}, b.queue[:n]...)
-	b.queue = append(b.queue[:0], b.queue[n:]...)
+	b.queue = slices.Delete(b.queue, 0, n)
 	b.mu.Unlock()
 
+	results := b.sendBatch(ctx, batch, deadline)
+	for i, c := range batch[1:] {
+		c.done <- batchSignal{result: results[i+1]}
+	}
+	return results[0].verdict, results[0].err
+}
+
+// sendBatch sends the inputs of batch, bounded by deadline. A panic in the
+// sender (an evaluator bug) fails the batch rather than stranding the
+// followers and the slot.
+func (b *batcher) sendBatch(ctx context.Context, batch []*batchCall, deadline time.Time) (results []batchResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			results = failAll(len(batch), fmt.Errorf("evaluate %s: panic: %v", opaQuery, p))
+		}
+	}()
 	inputs := make([]json.RawMessage, len(batch))
 	for i, c := range batch {
 		inputs[i] = c.input
 	}
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	results := b.send(sctx, inputs)
-	cancel()
-	for i, c := range batch[1:] {
-		c.done <- batchSignal{result: results[i+1]}
-	}
-	b.release()
-	return results[0].verdict, results[0].err
+	defer cancel()
+	return b.send(sctx, inputs)
 }
 
 // release passes the caller's slot to the oldest queued call, or frees it.
@@ -170,7 +182,7 @@ func (b *batcher) release() {
 	b.mu.Lock()
 	if len(b.queue) > 0 {
 		next := b.queue[0]
-		b.queue = append(b.queue[:0], b.queue[1:]...)
+		b.queue = slices.Delete(b.queue, 0, 1)
 		next.done <- batchSignal{lead: true}
 	} else {
 		b.running--

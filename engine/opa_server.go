@@ -136,9 +136,9 @@ func (s *OPAServer) Evaluate(ctx context.Context, input json.RawMessage) (Verdic
 // evaluate is the batcher's sender. A lone input is one plain query. When
 // the server answers a batch query with an error (a built-in error under
 // strict-builtin-errors in one input's evaluation fails the whole query),
-// each input is decided alone, so that the fault denies only the decision
-// that caused it, exactly as without batching; the fallback shares the
-// batch's deadline (ctx). A server that does not answer fails the whole
+// each input is decided alone (evaluateEach), so that the fault denies only
+// the decision that caused it, exactly as without batching; the fallback
+// shares the batch's deadline (ctx) and is logged. A server that does not answer fails the whole
 // batch.
 func (s *OPAServer) evaluate(ctx context.Context, inputs []json.RawMessage) []batchResult {
 	if !s.up.Load() {
@@ -156,10 +156,20 @@ func (s *OPAServer) evaluate(ctx context.Context, inputs []json.RawMessage) []ba
 	case !errors.As(err, &answered) && !errors.Is(err, errPolicyUndefined):
 		return failAll(len(inputs), err)
 	}
-	results = make([]batchResult, len(inputs))
+	s.cfg.Logger.Warn().Err(err).Int("inputs", len(inputs)).Msg("opa server refused a batch query: deciding its inputs one by one")
+	return s.evaluateEach(ctx, inputs)
+}
+
+// evaluateEach decides each input in its own query, all at once, within
+// ctx, so that the fallback of a failed batch costs one round of queries
+// rather than one after another.
+func (s *OPAServer) evaluateEach(ctx context.Context, inputs []json.RawMessage) []batchResult {
+	results := make([]batchResult, len(inputs))
+	var wg sync.WaitGroup
 	for i, in := range inputs {
-		results[i].verdict, results[i].err = s.rest.Evaluate(ctx, in)
+		wg.Go(func() { results[i].verdict, results[i].err = s.rest.Evaluate(ctx, in) })
 	}
+	wg.Wait()
 	return results
 }
 
@@ -188,6 +198,28 @@ func (s *OPAServer) Check(ctx context.Context) error {
 	}
 	if err := probe(ctx, s); err != nil {
 		return fmt.Errorf("policy in %s does not compile or yields no decision: %w", s.cfg.PolicyDir, err)
+	}
+	if err := s.probeBatch(ctx); err != nil {
+		return fmt.Errorf("batch module beside the policy in %s: %w", s.cfg.PolicyDir, err)
+	}
+	return nil
+}
+
+// probeBatch checks that a batch query answers, so that a broken batch
+// module (which would send every batch to evaluateEach) stops start-up.
+func (s *OPAServer) probeBatch(ctx context.Context) error {
+	input, err := json.Marshal(probeInput())
+	if err != nil {
+		return fmt.Errorf("encode probe input: %w", err)
+	}
+	results, err := s.rest.evaluateBatch(ctx, []json.RawMessage{input, input})
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.err != nil {
+			return r.err
+		}
 	}
 	return nil
 }
@@ -289,7 +321,7 @@ func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 // opaGCPercent is the GOGC of a supervised server unless svc's environment
 // sets one: each query allocates a parse of its input and an evaluation
 // that die at once, and collecting four times less often cut the server's
-// CPU per decision by about a quarter here (docs/performance.md).
+// CPU per decision by about a fifth here (docs/performance.md).
 const opaGCPercent = "400"
 
 // opaServerEnv is the environment of a supervised server: svc's own, with

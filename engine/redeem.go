@@ -38,7 +38,6 @@ func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now ti
 	out.Decision.Decision, out.Rule = Allow, RuleApprovedResubmission
 	out.Reason = "hold " + id + " was approved; this re-submission redeems it (single use)"
 	out.HoldID, out.ParentDecisionID, out.redeemed = id, h.DecisionID, &consumed
-	out.consume = &Consumption{HoldID: id, DecisionID: out.DecisionID, At: now}
 	e.charge(env, out, now)
 	return nil
 }
