@@ -52,9 +52,8 @@ type scanned struct {
 // a duplicate key; in the envelope's own objects (not in params or context,
 // which are free-form maps) also two keys equal under case folding and a
 // key that spells an envelope field in another case ("Target",
-// "ENVIRONMENT"). Malformed JSON is reported before an ambiguous key,
-// wherever each occurs, and an ambiguous key before nesting deeper than
-// encoding/json allows, which it reports as json.Unmarshal did.
+// "ENVIRONMENT"). Malformed JSON, nesting deeper than encoding/json allows
+// included, is reported before an ambiguous key, wherever each occurs.
 func scanKeys(body []byte) (scanned, error) {
 	s := keyScanner{data: body, stack: make([]frame, 0, 8), seen: make([]text, 0, 32)}
 	s.out.members = make([]member, 0, len(knownTopLevel))
@@ -64,22 +63,19 @@ func scanKeys(body []byte) (scanned, error) {
 		return scanned{}, ErrInvalidJSON
 	}
 	switch {
-	case !s.object && s.deep != nil:
-		return scanned{}, ErrInvalidJSON // json.Valid's verdict
 	case !s.object:
 		return scanned{}, &InvalidEnvelope{Field: "(root)", Reason: "must be a JSON object"}
 	case s.ambiguous != nil:
 		return scanned{}, s.ambiguous
-	case s.deep != nil:
-		return scanned{}, s.deep
 	}
 	return s.out, nil
 }
 
 // keyScanner walks a document without recursion, so no nesting exhausts
-// the goroutine stack. Only a syntax error stops it, so that malformed JSON
-// wins over the first ambiguous key it recorded. Its stack holds no
-// pointers: keys are offsets into the body or into decoded.
+// the goroutine stack. Only a syntax error, nesting too deep included,
+// stops it, so that malformed JSON wins over the first ambiguous key it
+// recorded. Its stack holds no pointers: keys are offsets into the body or
+// into decoded.
 type keyScanner struct {
 	data      []byte
 	pos       int
@@ -90,7 +86,6 @@ type keyScanner struct {
 	decoded   [][]byte                    // keys and compared forms that are not bytes of the body
 	indexes   map[int]map[string]struct{} // compared forms by stack index, for objects of many keys
 	ambiguous *InvalidEnvelope
-	deep      *InvalidEnvelope
 	out       scanned
 }
 
@@ -154,8 +149,7 @@ func (s *keyScanner) value() error {
 	}
 	switch c := s.data[s.pos]; c {
 	case '{', '[':
-		s.open(c)
-		return nil
+		return s.open(c)
 	case '"':
 		_, _, err := s.str()
 		return err
@@ -199,10 +193,14 @@ func (s *keyScanner) next() (bool, error) {
 	return true, s.key(top)
 }
 
-// open pushes a new array or object. The envelope's own objects are the
-// root and the root's members named after one of them; any other object,
-// a member keyed "" included, is free-form.
-func (s *keyScanner) open(c byte) {
+// open pushes a new array or object, or fails, as encoding/json's scanner
+// does, when that nests deeper than maxNestingDepth. The envelope's own
+// objects are the root and the root's members named after one of them; any
+// other object, a member keyed "" included, is free-form.
+func (s *keyScanner) open(c byte) error {
+	if len(s.stack) == maxNestingDepth {
+		return errSyntax
+	}
 	s.pos++
 	f := frame{array: c == '[', seen: len(s.seen)}
 	switch n := len(s.stack); {
@@ -216,9 +214,7 @@ func (s *keyScanner) open(c byte) {
 		}
 	}
 	s.stack = append(s.stack, f)
-	if len(s.stack) > maxNestingDepth && s.deep == nil {
-		s.deep = &InvalidEnvelope{Field: "(root)", Reason: "invalid character '" + string(c) + "' exceeded max depth"}
-	}
+	return nil
 }
 
 // close pops the innermost container and forgets its keys.

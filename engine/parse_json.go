@@ -35,16 +35,6 @@ var plainBytes = func() (t [256]bool) {
 	return t
 }()
 
-// plain reports whether s is printable ASCII without escapes.
-func plain(s []byte) bool {
-	for _, c := range s {
-		if !plainBytes[c] {
-			return false
-		}
-	}
-	return true
-}
-
 // str reads a string and returns its raw content, between the quotes, and
 // whether that is plain: printable ASCII without escapes, its own decoding.
 func (s *keyScanner) str() (raw []byte, plain bool, err error) {
@@ -175,7 +165,7 @@ func getu4(s []byte) rune {
 // broken surrogate pair replaced by U+FFFD. Without escapes or invalid
 // UTF-8 it returns s itself.
 func unquote(s []byte) []byte {
-	if plain(s) || (bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s)) {
+	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
 		return s
 	}
 	b := make([]byte, 0, len(s)+2*utf8.UTFMax)

@@ -71,7 +71,13 @@ func legacyTypeError(err error) error {
 	return &InvalidEnvelope{Field: "(root)", Reason: err.Error()}
 }
 
+// legacyScanKeys refuses malformed JSON first, as the parser before the
+// key checks did: json.Valid also refuses nesting deeper than encoding/json
+// allows, which json.Decoder.Token does not check.
 func legacyScanKeys(body []byte) ([]string, error) {
+	if !json.Valid(body) {
+		return nil, ErrInvalidJSON
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -79,9 +85,6 @@ func legacyScanKeys(body []byte) ([]string, error) {
 		return nil, ErrInvalidJSON
 	}
 	if tok != json.Delim('{') {
-		if !json.Valid(body) {
-			return nil, ErrInvalidJSON
-		}
 		return nil, &InvalidEnvelope{Field: "(root)", Reason: "must be a JSON object"}
 	}
 	s := &legacyScanner{dec: dec}

@@ -76,6 +76,10 @@ func (d *scanned) extra() map[string]json.RawMessage {
 	return extra
 }
 
+// stringFields is how many string fields the wire form has. scanKeys
+// refuses duplicate keys, so each is decoded at most once.
+const stringFields = 18
+
 // wireDecoder fills a wire form. It holds everything the form's pointers
 // point to, so that decoding allocates the whole form at once.
 type wireDecoder struct {
@@ -88,9 +92,9 @@ type wireDecoder struct {
 	approval  wireApproval
 	meta      wireMeta
 	present   bool
-	strs      [18]pendingString // one per string field: each appears at most once
-	nstrs     int
-	buf       []byte // the decoded string values, end to end
+	strs      []pendingString             // the decoded string fields, backed by strsBuf
+	strsBuf   [stringFields]pendingString // room for every string field without allocating
+	buf       []byte                      // the decoded string values, end to end
 	scratch   [512]byte
 }
 
@@ -107,6 +111,7 @@ type pendingString struct {
 func decodeWire(members []member) (*wireEnvelope, error) {
 	d := &wireDecoder{}
 	d.buf = d.scratch[:0]
+	d.strs = d.strsBuf[:0]
 	for _, m := range members {
 		if err := d.set(m.key, m.value); err != nil {
 			return nil, err
@@ -120,7 +125,7 @@ func decodeWire(members []member) (*wireEnvelope, error) {
 // allocation.
 func (d *wireDecoder) setStrings() {
 	all := string(d.buf)
-	for i := range d.strs[:d.nstrs] {
+	for i := range d.strs {
 		p := &d.strs[i]
 		p.s = all[p.start:p.end]
 		*p.dst = &p.s
@@ -192,8 +197,7 @@ func (d *wireDecoder) str(dst **string, field string, raw []byte) error {
 	case '"':
 		start := len(d.buf)
 		d.buf = append(d.buf, unquote(raw[1:len(raw)-1])...)
-		d.strs[d.nstrs] = pendingString{dst: dst, start: start, end: len(d.buf)}
-		d.nstrs++
+		d.strs = append(d.strs, pendingString{dst: dst, start: start, end: len(d.buf)})
 	default:
 		return mustBe(field, "a string")
 	}
