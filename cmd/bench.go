@@ -215,16 +215,32 @@ func (b *benchClient) run(ctx context.Context, n int, run string) (benchResult, 
 // answered or an error and the answered count can be checked against the
 // audit log.
 func (b *benchClient) drive(ctx context.Context, n int, run string, d time.Duration) (benchResult, error) {
+	deciders := b.deciders(n)
+	until := time.Now().Add(d)
+	out := runWorkers(n, func(i int) benchResult { return b.worker(ctx, deciders[i], run, i, until) })
+	if len(out.latencies) == 0 {
+		return out, fmt.Errorf("bench: no decision was answered in %s (%d errors); is the engine at %s?", d, out.errors, b.p.url)
+	}
+	return out, ctx.Err()
+}
+
+// runWorkers runs work(i) for each of n workers at once and merges their
+// figures, over the time they took.
+func runWorkers(n int, work func(i int) benchResult) benchResult {
 	stats := make([]benchResult, n)
 	start := time.Now()
-	until := start.Add(d)
-	deciders := b.deciders(n)
 	var wg sync.WaitGroup
-	for i, d := range deciders {
-		wg.Go(func() { stats[i] = b.worker(ctx, d, run, i, until) })
+	for i := range n {
+		wg.Go(func() { stats[i] = work(i) })
 	}
 	wg.Wait()
-	out := benchResult{elapsed: time.Since(start), verdicts: map[string]int{}}
+	return mergeResults(stats, time.Since(start))
+}
+
+// mergeResults sums the figures of workers into one result over elapsed,
+// with sorted latencies.
+func mergeResults(stats []benchResult, elapsed time.Duration) benchResult {
+	out := benchResult{elapsed: elapsed, verdicts: map[string]int{}}
 	for _, s := range stats {
 		out.latencies = append(out.latencies, s.latencies...)
 		out.errors += s.errors
@@ -234,10 +250,7 @@ func (b *benchClient) drive(ctx context.Context, n int, run string, d time.Durat
 		}
 	}
 	slices.Sort(out.latencies)
-	if len(out.latencies) == 0 {
-		return out, fmt.Errorf("bench: no decision was answered in %s (%d errors); is the engine at %s?", d, out.errors, b.p.url)
-	}
-	return out, ctx.Err()
+	return out
 }
 
 func (b *benchClient) worker(ctx context.Context, d benchDecider, run string, id int, until time.Time) benchResult {
@@ -281,12 +294,10 @@ func (h httpDecider) decide(ctx context.Context, envelope []byte) (string, error
 		return "", err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBenchBody+1))
+	var buf bytes.Buffer
+	body, err := readBenchBody(resp, &buf)
 	if err != nil {
-		return "", fmt.Errorf("read decide response body: %w", err)
-	}
-	if len(body) > maxBenchBody {
-		return "", fmt.Errorf("decide answered %d with a body over %d bytes", resp.StatusCode, maxBenchBody)
+		return "", err
 	}
 	return benchAnswer(resp.StatusCode, body)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -18,8 +19,8 @@ import (
 // The load generator shares the CPUs of the engine it measures, so for
 // http:// it does what wrk does: each worker keeps one keep-alive
 // connection, writes a request whose head is formatted once per run, and
-// parses the answer from a per-connection buffer without net/http's
-// per-request goroutine hand-offs and allocations.
+// reads the answer with http.ReadResponse from a per-connection buffer,
+// without the goroutine hand-offs of net/http's client.
 
 const (
 	benchTimeout = time.Minute // of one request, as net/http's client in the https path
@@ -57,14 +58,16 @@ func newRawTarget(base, token string) (*rawTarget, error) {
 // rawConn is one worker's keep-alive HTTP/1.1 connection to the engine.
 // It is not safe for concurrent use. After any failure to send a request or
 // frame its response the connection is closed, as its next bytes cannot be
-// trusted, and the next request redials.
+// trusted, and so it is when the response asks for it (Connection: close,
+// HTTP/1.0, a body that ends with the connection); the next request
+// redials.
 type rawConn struct {
 	target  *rawTarget
 	conn    net.Conn
 	br      *bufio.Reader
 	unwatch func() bool // stops cutting conn when the dial's ctx ends
 	req     []byte
-	body    []byte
+	body    bytes.Buffer
 }
 
 func newRawConn(t *rawTarget) *rawConn {
@@ -104,10 +107,7 @@ func (c *rawConn) decide(ctx context.Context, envelope []byte) (string, error) {
 			return "", err
 		}
 	}
-	status, body, keep, err := c.roundTrip(ctx, envelope)
-	if err != nil || !keep {
-		_ = c.Close()
-	}
+	status, body, err := c.roundTrip(ctx, envelope)
 	if err != nil && ctx.Err() != nil {
 		return "", fmt.Errorf("decide: %w", ctx.Err()) // not the past deadline that cut it
 	}
@@ -117,152 +117,91 @@ func (c *rawConn) decide(ctx context.Context, envelope []byte) (string, error) {
 	return benchAnswer(status, body)
 }
 
-// roundTrip writes the request and reads the whole response; keep is
-// false when the connection must not carry another request.
-func (c *rawConn) roundTrip(ctx context.Context, envelope []byte) (status int, body []byte, keep bool, err error) {
+// roundTrip sends the request and reads the whole response. The
+// connection is closed after a failure, or when the response ends it.
+func (c *rawConn) roundTrip(ctx context.Context, envelope []byte) (status int, body []byte, err error) {
+	resp, err := c.send(ctx, envelope)
+	if err != nil {
+		_ = c.Close()
+		return 0, nil, err
+	}
+	body, err = readBenchBody(resp, &c.body)
+	if err == nil {
+		err = c.inStep(resp)
+	}
+	if err != nil || resp.Close {
+		_ = c.Close() // first, so that closing the body does not drain the rest of it
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, body, err
+}
+
+// send writes the request and reads the head of its response.
+func (c *rawConn) send(ctx context.Context, envelope []byte) (*http.Response, error) {
 	c.req = append(c.req[:0], c.target.head...)
 	c.req = strconv.AppendInt(c.req, int64(len(envelope)), 10)
 	c.req = append(c.req, "\r\n\r\n"...)
 	c.req = append(c.req, envelope...)
 	if err := c.conn.SetDeadline(time.Now().Add(benchTimeout)); err != nil {
-		return 0, nil, false, fmt.Errorf("send decide request: %w", err)
+		return nil, fmt.Errorf("send decide request: %w", err)
 	}
 	if err := ctx.Err(); err != nil { // the deadline above may have undone the cut
-		return 0, nil, false, err
+		return nil, err
 	}
 	if _, err := c.conn.Write(c.req); err != nil {
-		return 0, nil, false, fmt.Errorf("send decide request: %w", err)
+		return nil, fmt.Errorf("send decide request: %w", err)
 	}
-	status, length, keep, err := c.readHead()
+	resp, err := http.ReadResponse(c.br, nil)
 	if err != nil {
-		return 0, nil, false, err
+		return nil, fmt.Errorf("read decide response: %w", err)
 	}
-	if cap(c.body) < length {
-		c.body = make([]byte, length)
-	}
-	c.body = c.body[:length]
-	if _, err := io.ReadFull(c.br, c.body); err != nil {
-		return 0, nil, false, fmt.Errorf("read decide response body: %w", err)
+	return resp, nil
+}
+
+// inStep checks, once resp's body is read, that the next bytes of the
+// connection can be the answer to the next request: resp is no interim
+// answer, which no request asks for, and no bytes follow it.
+func (c *rawConn) inStep(resp *http.Response) error {
+	if resp.StatusCode < 200 {
+		return fmt.Errorf("decide response: interim status %d", resp.StatusCode)
 	}
 	if n := c.br.Buffered(); n > 0 {
-		return 0, nil, false, fmt.Errorf("decide response: %d bytes after its Content-Length", n)
+		return fmt.Errorf("decide response: %d bytes after its body", n)
 	}
-	return status, c.body, keep, nil
+	return nil
 }
 
-// readHead reads the status line and headers of a response framed by
-// Content-Length; chunked or unframed responses are errors.
-func (c *rawConn) readHead() (status, length int, keep bool, err error) {
-	line, err := c.br.ReadSlice('\n')
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("read decide response: %w", err)
-	}
-	if status, keep, err = parseStatusLine(line); err != nil {
-		return 0, 0, false, err
-	}
-	length = -1
-	for {
-		if line, err = c.br.ReadSlice('\n'); err != nil {
-			return 0, 0, false, fmt.Errorf("read decide response header: %w", err)
-		}
-		name, value, ok := bytes.Cut(bytes.TrimRight(line, "\r\n"), []byte(":"))
-		if len(name) == 0 && !ok {
-			break // the blank line that ends the head
-		}
-		value = bytes.TrimSpace(value)
-		switch {
-		case !ok:
-			return 0, 0, false, fmt.Errorf("decide response: malformed header line %q", line)
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			return 0, 0, false, fmt.Errorf("decide response: Transfer-Encoding %q is not supported, only Content-Length", value)
-		case bytes.EqualFold(name, []byte("Content-Length")):
-			n, ok := parseLength(value)
-			if !ok || (length >= 0 && n != length) {
-				return 0, 0, false, fmt.Errorf("decide response: bad Content-Length %q", value)
-			}
-			length = n
-		case bytes.EqualFold(name, []byte("Connection")) && bytes.Contains(bytes.ToLower(value), []byte("close")):
-			keep = false
+// readBenchBody reads resp's body, of at most maxBenchBody bytes, into buf,
+// which is reused from answer to answer, and returns it.
+func readBenchBody(resp *http.Response, buf *bytes.Buffer) ([]byte, error) {
+	buf.Reset()
+	if resp.ContentLength <= maxBenchBody { // -1 when unknown
+		if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBenchBody+1)); err != nil {
+			return nil, fmt.Errorf("read decide response body: %w", err)
 		}
 	}
-	if length < 0 {
-		return 0, 0, false, fmt.Errorf("decide response: no Content-Length (status %d)", status)
+	if resp.ContentLength > maxBenchBody || buf.Len() > maxBenchBody {
+		return nil, fmt.Errorf("decide answered %d with a body over %d bytes", resp.StatusCode, maxBenchBody)
 	}
-	return status, length, keep, nil
-}
-
-// parseStatusLine parses "HTTP/1.x NNN reason"; an HTTP/1.0 answer ends
-// the connection. 1xx answers are refused: no request asks for one.
-func parseStatusLine(line []byte) (status int, keep bool, err error) {
-	l := bytes.TrimRight(line, "\r\n")
-	keep = bytes.HasPrefix(l, []byte("HTTP/1.1 "))
-	if (keep || bytes.HasPrefix(l, []byte("HTTP/1.0 "))) && len(l) >= 12 && (len(l) == 12 || l[12] == ' ') {
-		if n, ok := parseLength(l[9:12]); ok && n >= 200 {
-			return n, keep, nil
-		}
-	}
-	return 0, false, fmt.Errorf("decide response: bad status line %q", l)
-}
-
-// parseLength parses a non-negative decimal of at most maxBenchBody.
-func parseLength(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 7 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, n <= maxBenchBody
+	return buf.Bytes(), nil
 }
 
 // benchAnswer judges one decide answer. A 200, or a 500 carrying a
 // decision (a fail-closed deny), is an answer; anything else is an error.
+// The body must be a JSON object with "decision" and "decision_id" strings.
 func benchAnswer(status int, body []byte) (string, error) {
-	decision, id, err := decisionFields(body)
-	if err != nil {
-		return "", fmt.Errorf("decide answered %d: %w", status, err)
+	var a struct {
+		Decision   *string `json:"decision"`
+		DecisionID *string `json:"decision_id"`
 	}
-	if (status != 200 && status != 500) || id == "" {
+	if err := json.Unmarshal(body, &a); err != nil {
+		return "", fmt.Errorf("decide answered %d: the body is not a JSON answer: %w", status, err)
+	}
+	if a.Decision == nil || a.DecisionID == nil {
+		return "", fmt.Errorf("decide answered %d: the body lacks decision or decision_id", status)
+	}
+	if (status != 200 && status != 500) || *a.DecisionID == "" {
 		return "", fmt.Errorf("decide answered %d without a decision", status)
 	}
-	return decision, nil
-}
-
-// decisionFields returns the "decision" and "decision_id" members of body,
-// which must be a JSON object with both as strings.
-func decisionFields(body []byte) (decision, id string, err error) {
-	var fields struct {
-		Decision   json.RawMessage `json:"decision"`
-		DecisionID json.RawMessage `json:"decision_id"`
-	}
-	if err := json.Unmarshal(body, &fields); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field == "" {
-			return "", "", errors.New("the body is not a JSON object")
-		}
-		return "", "", fmt.Errorf("the body is not JSON: %w", err)
-	}
-	if fields.Decision == nil || fields.DecisionID == nil {
-		return "", "", errors.New("the body lacks decision or decision_id")
-	}
-	if decision, err = stringField("decision", fields.Decision); err != nil {
-		return "", "", err
-	}
-	if id, err = stringField("decision_id", fields.DecisionID); err != nil {
-		return "", "", err
-	}
-	return decision, id, nil
-}
-
-// stringField decodes the member name, raw, as a string.
-func stringField(name string, raw json.RawMessage) (string, error) {
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", fmt.Errorf("%q is not a string", name)
-	}
-	return s, nil
+	return *a.Decision, nil
 }

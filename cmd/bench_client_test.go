@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -43,11 +44,6 @@ func benchHandler(t *testing.T, status int, body string) http.HandlerFunc {
 // TestBenchRawClient sends three requests to a real net/http server and
 // compares the raw client with the net/http one: same answers, same errors.
 func TestBenchRawClient(t *testing.T) {
-	chunked := func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = io.WriteString(w, benchAllowBody)
-		w.(http.Flusher).Flush()
-	}
 	closing := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 		benchHandler(t, 200, benchAllowBody)(w, r)
@@ -73,8 +69,9 @@ func TestBenchRawClient(t *testing.T) {
 		{"403 with an id", benchHandler(t, 403, `{"decision":"deny","decision_id":"d1"}`), "", "answered 403", true, 1},
 		{"no decision_id", benchHandler(t, 200, `{"decision":"allow"}`), "", "lacks decision or decision_id", true, 1},
 		{"empty decision_id", benchHandler(t, 200, `{"decision":"allow","decision_id":""}`), "", "without a decision", true, 1},
-		{"not JSON", benchHandler(t, 200, "allow"), "", "not JSON", true, 1},
-		{"chunked", chunked, "", "Transfer-Encoding \"chunked\" is not supported", false, 3},
+		{"not JSON", benchHandler(t, 200, "allow"), "", "not a JSON answer", true, 1},
+		{"over the size limit", benchHandler(t, 200, strings.Repeat(" ", maxBenchBody)+benchAllowBody), "",
+			"with a body over 1048576 bytes", true, 3},
 		{"connection close", closing, "allow", "", true, 3},
 		{"dropped", drop, "", "EOF", true, 3},
 	}
@@ -112,6 +109,56 @@ func TestBenchRawClient(t *testing.T) {
 				assert.Equal(t, c.verdict, verdict, "net/http client")
 				assert.Equal(t, c.verdict == "", err != nil, "net/http client: %v", err)
 			}
+		})
+	}
+}
+
+// TestBenchRawChunked reads answers net/http's server sends chunked, as
+// the engine's writeJSON, which sets no Content-Length, does for a long
+// one: over the 2 KiB the server buffers, or flushed before its end.
+func TestBenchRawChunked(t *testing.T) {
+	long := map[string]string{"decision": "deny", "decision_id": "d1", "reason": strings.Repeat("long reason ", 400)}
+	cases := []struct {
+		name    string
+		write   func(w http.ResponseWriter)
+		verdict string
+	}{
+		{"over 2 KiB", func(w http.ResponseWriter) { _ = json.NewEncoder(w).Encode(long) }, "deny"},
+		{"flushed", func(w http.ResponseWriter) {
+			_, _ = io.WriteString(w, benchAllowBody)
+			w.(http.Flusher).Flush()
+		}, "allow"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var conns atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				c.write(w)
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			t.Cleanup(srv.Close)
+			target, err := newRawTarget(srv.URL, "")
+			require.NoError(t, err)
+			conn := newRawConn(target)
+			for range 3 {
+				verdict, err := conn.decide(t.Context(), []byte("{}"))
+				require.NoError(t, err)
+				assert.Equal(t, c.verdict, verdict)
+			}
+			require.NoError(t, conn.Close())
+			assert.Equal(t, int32(1), conns.Load(), "one keep-alive connection")
+
+			resp, err := srv.Client().Post(srv.URL+"/v1/decide", "application/json", strings.NewReader("{}"))
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			assert.Equal(t, []string{"chunked"}, resp.TransferEncoding, "net/http's server sends it chunked")
 		})
 	}
 }
@@ -195,29 +242,38 @@ func cannedReply(status, headers, body string) string {
 	return status + "\r\n" + headers + "\r\n" + body
 }
 
-// TestBenchRawFraming feeds the raw client responses net/http's server
-// would not write; each bad one fails its request only, and the next
-// request answers on a new connection.
+// TestBenchRawFraming feeds the raw client canned responses, some of which
+// net/http's server would not write: a good one answers and keeps the
+// connection unless the response ends it; a bad one fails its request
+// only, and the next request answers on a new connection.
 func TestBenchRawFraming(t *testing.T) {
 	good := cannedReply("HTTP/1.1 200 OK", "", benchAllowBody)
+	chunked := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		fmt.Sprintf("10;ext=1\r\n%s\r\n%x\r\n%s\r\n", benchAllowBody[:16], len(benchAllowBody)-16, benchAllowBody[16:]) +
+		"0\r\nX-Trailer: t\r\n\r\n"
 	cases := []struct {
 		name, reply, errLike string
+		kept                 bool // the connection carries the next request
 	}{
-		{"HTTP/1.0", cannedReply("HTTP/1.0 200 OK", "", benchAllowBody), ""},
+		{"HTTP/1.0", cannedReply("HTTP/1.0 200 OK", "", benchAllowBody), "", false},
 		{"lower-case headers", "HTTP/1.1 200 OK\r\ncontent-length: 75\r\nconnection: keep-alive\r\n\r\n" +
-			`{"decision":"allow","decision_id":"0123456789abcdef0123456789abcdef","x":1}`, ""},
-		{"no reason phrase", cannedReply("HTTP/1.1 500", "", `{"decision":"deny","decision_id":"d"}`), ""},
-		{"no Content-Length", "HTTP/1.1 200 OK\r\n\r\n" + benchAllowBody, "no Content-Length"},
-		{"two lengths", cannedReply("HTTP/1.1 200 OK", "Content-Length: 3\r\nContent-Length: 4\r\n", "{}"), "bad Content-Length"},
-		{"signed length", cannedReply("HTTP/1.1 200 OK", "Content-Length: +2\r\n", "{}"), "bad Content-Length"},
-		{"huge length", cannedReply("HTTP/1.1 200 OK", "Content-Length: 99999999\r\n", "{}"), "bad Content-Length"},
-		{"short body", cannedReply("HTTP/1.1 200 OK", "Content-Length: 500\r\n", benchAllowBody) + thenDrop, "EOF"},
-		{"gzip", cannedReply("HTTP/1.1 200 OK", "Transfer-Encoding: gzip\r\n", ""), "Transfer-Encoding"},
-		{"1xx", "HTTP/1.1 100 Continue\r\n\r\n" + good, "bad status line"},
-		{"HTTP/2 line", cannedReply("HTTP/2 200 OK", "", benchAllowBody), "bad status line"},
-		{"garbage", "hello\r\n\r\n", "bad status line"},
-		{"bytes after the body", good + "HTTP/1.1 200 OK\r\n", "bytes after its Content-Length"},
-		{"header without colon", cannedReply("HTTP/1.1 200 OK", "Oops\r\n", benchAllowBody), "malformed header"},
+			`{"decision":"allow","decision_id":"0123456789abcdef0123456789abcdef","x":1}`, "", true},
+		{"no reason phrase", cannedReply("HTTP/1.1 500", "", `{"decision":"deny","decision_id":"d"}`), "", true},
+		{"chunked with a trailer", chunked, "", true},
+		{"Connection: close", cannedReply("HTTP/1.1 200 OK", "Connection: close\r\n", benchAllowBody), "", false},
+		{"body to the end of the connection", "HTTP/1.1 200 OK\r\n\r\n" + benchAllowBody + thenDrop, "", false},
+		{"two lengths", cannedReply("HTTP/1.1 200 OK", "Content-Length: 3\r\nContent-Length: 4\r\n", "{}"),
+			"multiple Content-Length", false},
+		{"signed length", cannedReply("HTTP/1.1 200 OK", "Content-Length: +2\r\n", "{}"), "bad Content-Length", false},
+		{"huge length", cannedReply("HTTP/1.1 200 OK", "Content-Length: 99999999\r\n", "{}"), "body over", false},
+		{"short body", cannedReply("HTTP/1.1 200 OK", "Content-Length: 500\r\n", benchAllowBody) + thenDrop, "EOF", false},
+		{"bad chunk size", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk", false},
+		{"gzip", cannedReply("HTTP/1.1 200 OK", "Transfer-Encoding: gzip\r\n", ""), "transfer encoding", false},
+		{"1xx", "HTTP/1.1 100 Continue\r\n\r\n" + good, "interim status 100", false},
+		{"HTTP/2 line", cannedReply("HTTP/2 200 OK", "", benchAllowBody), "malformed HTTP version", false},
+		{"garbage", "hello\r\n\r\n", "malformed HTTP response", false},
+		{"bytes after the body", good + "HTTP/1.1 200 OK\r\n", "bytes after its body", false},
+		{"header without colon", cannedReply("HTTP/1.1 200 OK", "Oops\r\n", benchAllowBody), "malformed MIME header", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -237,8 +293,8 @@ func TestBenchRawFraming(t *testing.T) {
 				require.NotEmpty(t, verdict)
 			} else {
 				require.ErrorContains(t, err, c.errLike)
-				require.Nil(t, conn.conn, "a connection out of step is closed")
 			}
+			require.Equal(t, c.kept, conn.conn != nil, "connection kept")
 			verdict, err = conn.decide(t.Context(), []byte("{}"))
 			require.NoError(t, err)
 			require.Equal(t, "allow", verdict)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,31 +134,23 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 // that fails fails the baseline.
 func opaEvals(ctx context.Context, eval *engine.EvalEvaluator, input []byte, n, runs int) (benchResult, error) {
 	var next atomic.Int64
-	stats := make([]benchResult, n)
 	errs := make([]error, n)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			stats[i].verdicts = map[string]int{}
-			for next.Add(1) <= int64(runs) && errs[i] == nil {
-				t := time.Now()
-				var v engine.Verdict
-				v, errs[i] = eval.Evaluate(ctx, input)
-				stats[i].latencies = append(stats[i].latencies, time.Since(t))
-				stats[i].verdicts[v.Decision]++
+	out := runWorkers(n, func(i int) benchResult {
+		r := benchResult{verdicts: map[string]int{}}
+		for next.Add(1) <= int64(runs) {
+			t := time.Now()
+			v, err := eval.Evaluate(ctx, input)
+			if err != nil {
+				errs[i] = err
+				r.errors++
+				return r
 			}
-		})
-	}
-	wg.Wait()
-	out := benchResult{elapsed: time.Since(start), verdicts: map[string]int{}, maxRSS: -1}
-	for _, s := range stats {
-		out.latencies = append(out.latencies, s.latencies...)
-		for k, v := range s.verdicts {
-			out.verdicts[k] += v
+			r.latencies = append(r.latencies, time.Since(t))
+			r.verdicts[v.Decision]++
 		}
-	}
-	slices.Sort(out.latencies)
+		return r
+	})
+	out.maxRSS = -1
 	if err := errors.Join(errs...); err != nil {
 		return out, fmt.Errorf("bench: opa eval: %w", err)
 	}
