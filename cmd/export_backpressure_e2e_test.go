@@ -80,7 +80,13 @@ func TestSlowOrDownCollectorNeverSlowsDecisions(t *testing.T) {
 			env["SVC_SYSLOG_ADDRESS"] = addr
 			p := startEngine(t, env)
 			median := medianDecide(t, p, n)
-			assert.Greater(t, syslogDropped(t, p), float64(0), "a full queue drops and counts")
+			dropped := syslogDropped(t, p)
+			assert.Greater(t, dropped, float64(0), "a full queue drops and counts")
+			m := p.scrapeMetrics(t)
+			assert.GreaterOrEqual(t, m[`svc_export_dropped_total{destination="syslog"}`], dropped,
+				"/metrics counts the drops /healthz reported")
+			assert.Contains(t, m, `svc_export_queue_depth{destination="syslog"}`)
+			assert.Positive(t, m[`svc_export_queue_capacity{destination="syslog"}`])
 			// A blocked emit would cost a socket timeout or a reconnect backoff
 			// (100 ms and up) per decision; allow generous noise beyond that.
 			assert.Less(t, median, 3*baseline+20*time.Millisecond,

@@ -2,6 +2,7 @@ package cmd_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,6 +48,9 @@ func TestMetricsCountersMove(t *testing.T) {
 	}
 	assert.Greater(t, after["svc_decide_duration_seconds_sum"], before["svc_decide_duration_seconds_sum"])
 	assert.Positive(t, after["process_resident_memory_bytes"])
+	for key := range after {
+		assert.False(t, strings.HasPrefix(key, "svc_export_"), "%s without any export configured", key)
+	}
 }
 
 func TestMetricsCountOPAFailures(t *testing.T) {

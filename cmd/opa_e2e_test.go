@@ -210,28 +210,54 @@ func frozenRule(s modeStep) string {
 
 // loadTally counts the answers of a decision load.
 type loadTally struct {
-	allows, denies atomic.Int64
-	mu             sync.Mutex
-	bad            []string
+	allows, held, denies atomic.Int64
+	mu                   sync.Mutex
+	bad                  []string
 }
 
-// check classifies one answer: a policy verdict, or the fail-closed deny
-// of an unavailable policy engine. Anything else is recorded as bad.
-func (l *loadTally) check(r response) {
+// loadStep is one kind of envelope of a decision load and the verdict the
+// policy gives it.
+type loadStep struct {
+	edits    map[string]any
+	decision string
+	rule     string
+}
+
+// loadSteps mix an allow, a hold and a policy deny, so that an allow made
+// up without an evaluation would not pass for a verdict.
+var loadSteps = []loadStep{
+	{nil, "allow", "svc.policy/read_only_internal"},
+	{map[string]any{"action.verb": "delete", "target.environment": "production",
+		"axes.reversibility": "irreversible", "axes.blast_radius": "broad"},
+		"require_approval", "svc.policy/irreversible_broad_prod"},
+	{map[string]any{"action.verb": "delete", "target.environment": "production",
+		"axes.reversibility": "irreversible", "axes.blast_radius": "systemic"},
+		"deny", "svc.policy/irreversible_systemic_prod"},
+}
+
+// check classifies one answer to step: its policy verdict, or the
+// fail-closed deny of an unavailable policy engine. Anything else is
+// recorded as bad.
+func (l *loadTally) check(step loadStep, r response) {
 	rule := r.str("rule")
 	switch {
-	case r.Status == 200 && r.str("decision") == "allow" && rule == "svc.policy/read_only_internal":
-		l.allows.Add(1)
+	case r.Status == 200 && r.str("decision") == step.decision && rule == step.rule:
+		switch step.decision {
+		case "allow":
+			l.allows.Add(1)
+		case "require_approval":
+			l.held.Add(1)
+		}
 	case r.Status == 500 && r.str("decision") == "deny" && rule == "svc.core/internal_error":
 		l.denies.Add(1)
 	default:
 		l.mu.Lock()
-		l.bad = append(l.bad, fmt.Sprintf("%d %v", r.Status, r.Body))
+		l.bad = append(l.bad, fmt.Sprintf("%s: %d %v", step.rule, r.Status, r.Body))
 		l.mu.Unlock()
 	}
 }
 
-// decideLoad posts internal reads from workers until stop is closed.
+// decideLoad posts the mix of loadSteps from workers until stop is closed.
 func decideLoad(t *testing.T, p *engineProc, tally *loadTally, stop <-chan struct{}) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -242,7 +268,12 @@ func decideLoad(t *testing.T, p *engineProc, tally *loadTally, stop <-chan struc
 					return
 				default:
 				}
-				tally.check(p.decide(t, envelope(map[string]any{"agent.session_id": fmt.Sprintf("load-%d-%d", w, i)})))
+				step := loadSteps[i%len(loadSteps)]
+				edits := map[string]any{"agent.session_id": fmt.Sprintf("load-%d-%d", w, i)}
+				for k, v := range step.edits {
+					edits[k] = v
+				}
+				tally.check(step, p.decide(t, envelope(edits)))
 			}
 		})
 	}
@@ -250,8 +281,10 @@ func decideLoad(t *testing.T, p *engineProc, tally *loadTally, stop <-chan struc
 }
 
 // TestOPAServerKilledMidLoad kills the supervised opa with SIGKILL while
-// decisions flow: every answer is a policy verdict or a fail-closed deny,
-// some denies happen, and allows resume once the supervisor restarted it.
+// decisions flow (reads, holds, policy denies): every answer is the
+// envelope's policy verdict or a fail-closed deny, never an allow of what
+// the policy holds or denies; some denies happen, and allows resume once
+// the supervisor restarted it.
 func TestOPAServerKilledMidLoad(t *testing.T) {
 	env := baseEnv(t)
 	env["SVC_OPA_MODE"] = "server"
@@ -275,8 +308,9 @@ func TestOPAServerKilledMidLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	assert.Empty(t, tally.bad, "answers neither a verdict nor a fail-closed deny")
-	t.Logf("%d allows, %d denies", tally.allows.Load(), tally.denies.Load())
+	assert.Empty(t, tally.bad, "answers neither the policy's verdict nor a fail-closed deny")
+	assert.Positive(t, tally.held.Load(), "holds were decided too")
+	t.Logf("%d allows, %d holds, %d denies", tally.allows.Load(), tally.held.Load(), tally.denies.Load())
 	restarted := opaServerLogs(p, "opa server started")
 	require.Len(t, restarted, 2)
 	assert.NotEqual(t, first, restarted[1].PID)
