@@ -56,14 +56,21 @@ type engineProc struct {
 }
 
 // baseEnv is the environment of every engine under test: a clean SVC_*
-// slate with the audit log and database in the test's temp dir.
+// slate with the audit log and database in the test's temp dir, and
+// TMPDIR in a short directory of its own (the OPA socket's path must stay
+// under 108 bytes), so the pack and socket directories of an engine the
+// test kills with SIGKILL are removed with the test.
 func baseEnv(t *testing.T) map[string]string {
 	dir := t.TempDir()
+	tmp, err := os.MkdirTemp("", "svc-e2e-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
 	return map[string]string{
 		"SVC_PORT":       "0",
 		"SVC_AUDIT_LOG":  filepath.Join(dir, "audit.jsonl"),
 		"SVC_HOLDS_PATH": filepath.Join(dir, "svc.db"),
 		"SVC_LOG_LEVEL":  "info",
+		"TMPDIR":         tmp,
 	}
 }
 
