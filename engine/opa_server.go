@@ -51,7 +51,8 @@ type OPAServerConfig struct {
 	Timeout   time.Duration // bound of one decision query
 	Logger    zerolog.Logger
 
-	liveness time.Duration // interval of the health checks; 0 is opaLivenessInterval
+	liveness time.Duration              // interval of the health checks; 0 is opaLivenessInterval
+	probe    func(context.Context) bool // the health check; nil is GET /health within opaProbeTimeout
 }
 
 // OPAServer is the Evaluator backed by an `opa run --server` that svc starts
@@ -69,6 +70,9 @@ type OPAServer struct {
 	batch *batcher
 	up    atomic.Bool
 	pid   atomic.Int64 // of the running (or last) server process
+	// answered counts the queries the server has answered with verdicts:
+	// one since the last health check proves it alive (watch).
+	answered atomic.Uint64
 
 	mu      sync.Mutex
 	lastErr error         // why the last server process ended; nil once one is ready
@@ -146,12 +150,16 @@ func (s *OPAServer) evaluate(ctx context.Context, inputs []json.RawMessage) []ba
 	}
 	if len(inputs) == 1 {
 		v, err := s.rest.Evaluate(ctx, inputs[0])
+		if err == nil {
+			s.answered.Add(1)
+		}
 		return []batchResult{{verdict: v, err: err}}
 	}
 	results, err := s.rest.evaluateBatch(ctx, inputs)
 	var answered *opaAnswerError
 	switch {
 	case err == nil:
+		s.answered.Add(1)
 		return results
 	case !errors.As(err, &answered) && !errors.Is(err, errPolicyUndefined):
 		return failAll(len(inputs), err)
@@ -372,15 +380,24 @@ func (s *OPAServer) awaitReady(ctx context.Context, exited <-chan struct{}) bool
 }
 
 // watch checks a serving server's health until it exits or ctx ends, and
-// reports true as soon as opaLivenessMisses checks in a row have failed.
+// reports true as soon as opaLivenessMisses checks in a row have failed. A
+// query answered since the last tick counts as a check passed, without a
+// probe: a server busy with decisions may be slow to answer GET /health,
+// and is alive all the same.
 func (s *OPAServer) watch(ctx context.Context, exited <-chan struct{}) bool {
 	every := s.cfg.liveness
 	if every <= 0 {
 		every = opaLivenessInterval
 	}
+	healthy := s.cfg.probe
+	if healthy == nil {
+		// Not bounded by the decision timeout: a loaded server may answer
+		// slower than a tight SVC_OPA_TIMEOUT and still be alive.
+		healthy = func(ctx context.Context) bool { return s.rest.healthy(ctx, opaProbeTimeout) }
+	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	misses := 0
+	misses, seen := 0, s.answered.Load()
 	for {
 		select {
 		case <-exited:
@@ -389,9 +406,11 @@ func (s *OPAServer) watch(ctx context.Context, exited <-chan struct{}) bool {
 			return false
 		case <-tick.C:
 		}
-		// Not bounded by the decision timeout: a loaded server may answer
-		// slower than a tight SVC_OPA_TIMEOUT and still be alive.
-		if s.rest.healthy(ctx, opaProbeTimeout) {
+		if n := s.answered.Load(); n != seen {
+			misses, seen = 0, n
+			continue
+		}
+		if healthy(ctx) {
 			misses = 0
 			continue
 		}

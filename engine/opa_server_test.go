@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -279,6 +280,34 @@ func TestOPAServerFrozen(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "decisions resume on a new server")
 	assert.NotEqual(t, frozen, int(s.pid.Load()), "the wedged server was replaced")
 	assert.True(t, processGone(frozen), "the wedged server was killed")
+}
+
+// TestOPAServerAnswersCountAsLiveness: a server whose health checks all
+// fail is kept while it answers decisions (a loaded server may be slow on
+// GET /health), and killed as wedged once the decisions stop.
+func TestOPAServerAnswersCountAsLiveness(t *testing.T) {
+	const every = 50 * time.Millisecond
+	var probes atomic.Int64
+	s, err := StartOPAServer(OPAServerConfig{Bin: opaTestBin(t), PolicyDir: bundledPack(t), Timeout: 5 * time.Second,
+		Logger: zerolog.Nop(), liveness: every,
+		probe: func(context.Context) bool { probes.Add(1); return false }})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	waitUp(t, s)
+	pid := s.pid.Load()
+
+	busy := time.Now().Add(20 * every) // far past opaLivenessMisses ticks
+	for time.Now().Before(busy) {
+		_, err := s.Evaluate(t.Context(), opaInput(nil))
+		require.NoError(t, err)
+		time.Sleep(every / 5)
+	}
+	assert.Equal(t, pid, s.pid.Load(), "a server answering decisions was killed")
+	assert.True(t, s.up.Load())
+
+	require.Eventually(t, func() bool { return s.pid.Load() != pid }, 10*time.Second, every,
+		"an idle server failing its health checks is not replaced")
+	assert.GreaterOrEqual(t, probes.Load(), int64(opaLivenessMisses))
 }
 
 // allThreadsStopped reports whether every thread of process pid is in the
