@@ -1,7 +1,6 @@
 package cmd_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -357,16 +356,7 @@ func TestAuthAndHeaders(t *testing.T) {
 		assert.Equal(t, "deny", r.str("decision"))
 		assert.Equal(t, 401, p.callAs(t, tok, "GET", "/v1/holds", nil).Status)
 	}
-	refused := func() []map[string]any {
-		var out []map[string]any
-		for _, line := range strings.Split(p.Logs(), "\n") {
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) == nil && rec["message"] == "request refused: missing or invalid credential" {
-				out = append(out, rec)
-			}
-		}
-		return out
-	}
+	refused := func() []map[string]any { return p.logsWith(refusedLine) }
 	require.Eventually(t, func() bool { return len(refused()) == 6 }, 5*time.Second, 10*time.Millisecond,
 		"each refused credential is logged: %v", refused())
 	first := refused()[0]

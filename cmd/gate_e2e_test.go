@@ -9,12 +9,14 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,6 +152,11 @@ func TestGateCredentials(t *testing.T) {
 	r = p.decideGate(t, "forged", "gate-a")
 	assert.Equal(t, 401, r.Status)
 	assert.Equal(t, "unauthorized", r.str("error"))
+	require.Eventually(t, func() bool {
+		recs := p.logsWith(refusedLine)
+		return len(recs) > 0 && strings.Contains(fmt.Sprint(recs[len(recs)-1]["error"]), "not active")
+	}, 5*time.Second, 10*time.Millisecond, "the portal's refusal is logged as a refused credential")
+	assert.Empty(t, p.logsWith(portalDownLine), "a credential the portal refuses is no portal outage")
 	r = p.decideGate(t, "adapter-token", "")
 	assert.Equal(t, 200, r.Status, "SVC_AUTH_TOKEN is tried first and needs no gate header")
 
@@ -204,6 +211,24 @@ func TestGateCacheZeroAsksEveryTime(t *testing.T) {
 	assert.Equal(t, int64(3), portal.calls.Load()-before)
 }
 
+// refusedLine and portalDownLine are the log messages of a refused
+// credential and of a refusal the gate portal caused.
+const (
+	refusedLine    = "request refused: missing or invalid credential"
+	portalDownLine = "gate portal unavailable: every gate credential is refused until it answers"
+)
+
+// requirePortalDownLogged checks that a portal fault was logged as an
+// outage, with its cause, and not as a refused credential.
+func requirePortalDownLogged(t *testing.T, p *engineProc, cause string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(p.logsWith(portalDownLine)) > 0 }, 5*time.Second, 10*time.Millisecond, p.Logs())
+	rec := p.logsWith(portalDownLine)[0]
+	assert.Equal(t, "error", rec["level"])
+	assert.Contains(t, rec["error"], cause)
+	assert.Empty(t, p.logsWith(refusedLine))
+}
+
 func TestGatePortalFaultsRefuse(t *testing.T) {
 	ca := newTestCA(t)
 	t.Run("slower than the timeout", func(t *testing.T) {
@@ -214,6 +239,7 @@ func TestGatePortalFaultsRefuse(t *testing.T) {
 		start := time.Now()
 		assert.Equal(t, 401, p.decideGate(t, "cred", "g").Status)
 		assert.Less(t, time.Since(start), 2*time.Second)
+		requirePortalDownLogged(t, p, "portal did not answer within 500ms")
 	})
 	t.Run("down", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -222,6 +248,7 @@ func TestGatePortalFaultsRefuse(t *testing.T) {
 		require.NoError(t, ln.Close())
 		p, _ := gateEngine(t, "https://"+addr+"/introspect", ca.file(t), "30", "1")
 		assert.Equal(t, 401, p.decideGate(t, "cred", "g").Status)
+		requirePortalDownLogged(t, p, "portal unreachable")
 	})
 	t.Run("certificate from an unknown CA", func(t *testing.T) {
 		portal := newPortal(t, newTestCA(t))
@@ -229,6 +256,7 @@ func TestGatePortalFaultsRefuse(t *testing.T) {
 		p, _ := gateEngine(t, portal.srv.URL, ca.file(t), "30", "1")
 		assert.Equal(t, 401, p.decideGate(t, "cred", "g").Status)
 		assert.Equal(t, int64(0), portal.calls.Load(), "the credential never reached an unverified portal")
+		requirePortalDownLogged(t, p, "certificate")
 	})
 }
 

@@ -170,6 +170,18 @@ func (p *engineProc) Logs() string {
 	return p.logs.String()
 }
 
+// logsWith returns the engine's log records whose message is msg.
+func (p *engineProc) logsWith(msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(p.Logs(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["message"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
 // stop sends SIGTERM and waits for a graceful exit.
 func (p *engineProc) stop(t *testing.T) {
 	select {

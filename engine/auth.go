@@ -102,8 +102,14 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, tok string
 // client address and whether a credential was presented, never the
 // credential itself; cause is the gate's reason, if any. The lines are
 // sampled (refusedLogBurst per second) so that a client spraying tokens
-// cannot flood the log.
+// cannot flood the log. A refusal the portal caused (*PortalError) is an
+// outage, logged as an error once per portalLogPeriod at most.
 func (s *Server) logRefused(r *http.Request, tok string, cause error) {
+	if _, ok := errors.AsType[*PortalError](cause); ok {
+		s.portalLog.Error().Err(cause).Str("path", r.URL.Path).
+			Msg("gate portal unavailable: every gate credential is refused until it answers")
+		return
+	}
 	ev := s.refusedLog.Warn().Str("method", r.Method).Str("path", r.URL.Path).
 		Str("remote", r.RemoteAddr).Bool("credential_presented", tok != "")
 	if cause != nil {

@@ -178,7 +178,8 @@ func (g *Introspector) Close() error {
 // X-Svc-Gate header value) against the gate it was issued for. It returns
 // that gate, or an *Error: EUNAUTHORIZED (name "unauthorized") when the
 // credential is refused, EFORBIDDEN with Fields {"reason":
-// ReasonGateNotDeclared or ReasonGateMismatch} otherwise. Messages never
+// ReasonGateNotDeclared or ReasonGateMismatch} otherwise; the *Error of a
+// refusal the portal caused is wrapped in a *PortalError. Messages never
 // contain the credential; concurrent callers may share one *Error, so treat
 // it as read-only.
 func (g *Introspector) Authenticate(ctx context.Context, credential, declaredGate string) (string, error) {
@@ -201,6 +202,21 @@ func (g *Introspector) Authenticate(ctx context.Context, credential, declaredGat
 func gateRefused(msg string) *Error {
 	return &Error{Code: EUNAUTHORIZED, Name: "unauthorized", Message: "gate credential refused: " + msg}
 }
+
+// PortalError is a gate credential refused because of the portal rather
+// than the credential: the portal could not be reached or verified, did
+// not answer in time, or answered with an error status or an unreadable
+// body. It unwraps to the *Error the caller is answered (401), and lets the
+// server log an outage as such rather than as a refused credential.
+type PortalError struct{ err *Error }
+
+// Error implements error.
+func (e *PortalError) Error() string { return e.err.Error() }
+
+// Unwrap returns the refusal answered to the caller.
+func (e *PortalError) Unwrap() error { return e.err }
+
+func portalFault(msg string) error { return &PortalError{gateRefused(msg)} }
 
 func gateForbidden(reason, msg string) *Error {
 	return &Error{Code: EFORBIDDEN, Message: msg, Fields: map[string]any{"reason": reason}}
@@ -280,7 +296,7 @@ func (g *Introspector) ask(ctx context.Context, credential string, now time.Time
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL is the operator's; keep it out of messages
 		}
-		return gateAnswer{}, gateRefused("portal unreachable: " + err.Error())
+		return gateAnswer{}, portalFault("portal unreachable: " + err.Error())
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxIntrospectionBody+1))
@@ -288,17 +304,17 @@ func (g *Introspector) ask(ctx context.Context, credential string, now time.Time
 	case ctx.Err() != nil: // an answer racing the deadline is still late
 		return gateAnswer{}, g.tooLate()
 	case resp.StatusCode != http.StatusOK:
-		return gateAnswer{}, gateRefused(fmt.Sprintf("portal answered HTTP %d", resp.StatusCode))
+		return gateAnswer{}, portalFault(fmt.Sprintf("portal answered HTTP %d", resp.StatusCode))
 	case err != nil:
-		return gateAnswer{}, gateRefused("read portal answer: " + err.Error())
+		return gateAnswer{}, portalFault("read portal answer: " + err.Error())
 	case len(data) > maxIntrospectionBody:
-		return gateAnswer{}, gateRefused("portal answer exceeds 64 KiB")
+		return gateAnswer{}, portalFault("portal answer exceeds 64 KiB")
 	}
 	return parseGateAnswer(data, now)
 }
 
-func (g *Introspector) tooLate() *Error {
-	return gateRefused(fmt.Sprintf("portal did not answer within %s", g.timeout))
+func (g *Introspector) tooLate() error {
+	return portalFault(fmt.Sprintf("portal did not answer within %s", g.timeout))
 }
 
 // parseGateAnswer reads an introspection answer. Member names match exactly
@@ -306,7 +322,7 @@ func (g *Introspector) tooLate() *Error {
 func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(data, &doc); err != nil || doc == nil {
-		return gateAnswer{}, gateRefused("portal answer is not a JSON object")
+		return gateAnswer{}, portalFault("portal answer is not a JSON object")
 	}
 	var active bool
 	if err := json.Unmarshal(doc["active"], &active); err != nil || !active {

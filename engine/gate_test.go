@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log"
 	"math/big"
@@ -208,6 +209,7 @@ func TestGateAuthenticate(t *testing.T) {
 		wantReason string
 		wantMsg    string
 		wantCalls  int32
+		portal     bool // the refusal is the portal's fault (*PortalError)
 	}{
 		{name: "active, gate matches", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantGate: "gate-a"},
 		{name: "surrounding spaces trimmed", body: `{"active":true,"gate":" gate-a "}`, declared: "gate-a ", wantGate: "gate-a"},
@@ -229,13 +231,13 @@ func TestGateAuthenticate(t *testing.T) {
 		{name: "control char in gate", body: `{"active":true,"gate":"gate\u0000a"}`, declared: "gate\x00a", wantCode: EUNAUTHORIZED},
 		{name: "past exp", body: `{"active":true,"gate":"gate-a","exp":1}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "expired"},
 		{name: "non-numeric exp", body: `{"active":true,"gate":"gate-a","exp":"soon"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "not JSON", body: `active=true`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "JSON array", body: `[{"active":true,"gate":"gate-a"}]`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "JSON null", body: `null`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "trailing data", body: `{"active":true,"gate":"gate-a"} {}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "oversized body", body: `{"active":true,"gate":"gate-a","pad":"` + pad + `"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "exceeds 64 KiB"},
-		{name: "HTTP 500", status: 500, body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "HTTP 500"},
-		{name: "HTTP 201", status: 201, body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
+		{name: "not JSON", body: `active=true`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
+		{name: "JSON array", body: `[{"active":true,"gate":"gate-a"}]`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
+		{name: "JSON null", body: `null`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
+		{name: "trailing data", body: `{"active":true,"gate":"gate-a"} {}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
+		{name: "oversized body", body: `{"active":true,"gate":"gate-a","pad":"` + pad + `"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "exceeds 64 KiB", portal: true},
+		{name: "HTTP 500", status: 500, body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "HTTP 500", portal: true},
+		{name: "HTTP 201", status: 201, body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
 		{name: "no credential, portal not asked", credential: "-", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
 	}
 	ca := newTestCA(t)
@@ -262,6 +264,8 @@ func TestGateAuthenticate(t *testing.T) {
 			requireGateErr(t, err, tt.wantCode, tt.wantReason)
 			assert.Contains(t, err.Error(), tt.wantMsg)
 			assert.Empty(t, gate)
+			_, portal := errors.AsType[*PortalError](err)
+			assert.Equal(t, tt.portal, portal, "a refusal the portal caused, and only one, is a *PortalError")
 		})
 	}
 }
@@ -317,6 +321,7 @@ func TestGatePortalFaultsRefuse(t *testing.T) {
 			_, err := g.Authenticate(context.Background(), testCredential, "gate-a")
 			requireGateErr(t, err, EUNAUTHORIZED, "")
 			assert.Contains(t, err.Error(), tt.want)
+			assert.ErrorAs(t, err, new(*PortalError))
 		})
 	}
 	assert.Zero(t, foreign.calls.Load(), "the token never reached a portal with an unverified certificate")
@@ -363,6 +368,7 @@ func TestGateTimeoutRefuses(t *testing.T) {
 			elapsed := time.Since(start)
 			requireGateErr(t, err, EUNAUTHORIZED, "")
 			assert.Contains(t, err.Error(), "did not answer within 200ms")
+			assert.ErrorAs(t, err, new(*PortalError))
 			assert.GreaterOrEqual(t, elapsed, cfg.Timeout)
 			assert.Less(t, elapsed, cfg.Timeout+time.Second)
 		})

@@ -38,11 +38,17 @@ type Server struct {
 	log      zerolog.Logger
 	// refusedLog is log, sampled, for refused credentials (logRefused).
 	refusedLog zerolog.Logger
+	// portalLog is log, sampled, for gate portal faults (logRefused).
+	portalLog zerolog.Logger
 }
 
 // refusedLogBurst is how many refused-credential lines are logged per second
 // at most.
 const refusedLogBurst = 10
+
+// portalLogPeriod is the period of the portal-fault log: one line per period
+// at most, as every gate credential fails alike while the portal is down.
+const portalLogPeriod = 10 * time.Second
 
 // ServerDeps are the parts the routes call.
 type ServerDeps struct {
@@ -60,7 +66,8 @@ type ServerDeps struct {
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
 		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger,
-		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second})}
+		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
+		portalLog:  deps.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: portalLogPeriod})}
 }
 
 // Handler returns the routed handler with the common middleware.
