@@ -264,15 +264,16 @@ func (s *keyScanner) check(f *frame, plain bool) {
 	if f.object > 0 {
 		fields = envelopeObjects[f.object-1].fields
 		if !plain || !lowerTrimmed(key) {
-			id = s.keep([]byte(strings.ToLower(Clean(string(key)))))
-			misspelt = misspelled(string(key), fields)
+			canon := strings.ToLower(Clean(string(key)))
+			id = s.keep([]byte(canon))
+			misspelt = misspelled(string(key), canon, fields)
 		}
 	}
 	switch {
 	case s.remember(id):
 		s.fail(key, "duplicate key (keys must be unique)")
 	case misspelt:
-		s.fail(key, "field names are lower case (snake_case) exactly as documented")
+		s.fail(key, misspeltReason)
 	}
 }
 
@@ -341,10 +342,17 @@ func (s *keyScanner) fail(key []byte, reason string) {
 	s.ambiguous = &InvalidEnvelope{Field: joinPath(path, string(key)), Reason: reason}
 }
 
-// misspelled reports whether key equals a known field but for case.
-func misspelled(key string, known []string) bool {
+// misspeltReason is the refusal of a key that spells a field another way.
+const misspeltReason = "field names are spelled exactly as documented: lower case (snake_case), no surrounding space, no look-alike or invisible characters"
+
+// misspelled reports whether key is not a known field but reads as one: it
+// equals one but for case, or its canonical form canon (Clean, lower case:
+// surrounding space, invisible characters and compatibility forms such as
+// full-width letters removed) is one. Two readers could disagree on such a
+// key, so it is refused rather than ignored.
+func misspelled(key, canon string, known []string) bool {
 	for _, k := range known {
-		if key != k && strings.EqualFold(key, k) {
+		if key != k && (canon == k || strings.EqualFold(key, k)) {
 			return true
 		}
 	}

@@ -164,7 +164,7 @@ func (s *legacyScanner) check(path, key string, depth int, known []string, struc
 	case seen[id]:
 		s.fail(joinPath(path, key), "duplicate key (keys must be unique)")
 	case structured && legacyMisspelled(key, known):
-		s.fail(joinPath(path, key), "field names are lower case (snake_case) exactly as documented")
+		s.fail(joinPath(path, key), misspeltReason)
 	case depth == 0 && !slices.Contains(known, key):
 		s.unknown = append(s.unknown, key)
 	}
@@ -189,7 +189,7 @@ func legacyFields(path string) ([]string, bool) {
 
 func legacyMisspelled(key string, known []string) bool {
 	for _, k := range known {
-		if key != k && strings.EqualFold(key, k) {
+		if key != k && (strings.ToLower(Clean(key)) == k || strings.EqualFold(key, k)) {
 			return true
 		}
 	}

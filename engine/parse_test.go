@@ -203,9 +203,14 @@ func TestParseEnvelopeJSONCorners(t *testing.T) {
 		name, body, field, reason string // field "" is accepted; "json" is ErrInvalidJSON
 	}{
 		{"escaped key spells a field", with(`"target":`, `"t\u0061rget":`), "", ""},
-		{"escaped key in another case", with(`"target":`, `"\u0054arget":`), "Target", "field names are lower case (snake_case) exactly as documented"},
+		{"escaped key in another case", with(`"target":`, `"\u0054arget":`), "Target", misspeltReason},
 		{"escaped twin of a key", with(`"target":`, `"t\u0061rget": {}, "target":`), "target", "duplicate key (keys must be unique)"},
-		{"Kelvin sign folds to k", with(`"environment"`, `"\u212Aind": "x", "environment"`), "target.\u212Aind", "field names are lower case (snake_case) exactly as documented"},
+		{"Kelvin sign folds to k", with(`"environment"`, `"\u212Aind": "x", "environment"`), "target.\u212Aind", misspeltReason},
+		{"space around a field name", with(`"agent":`, `" agent": {}, "agent":`), " agent", misspeltReason},
+		{"optional field behind a space", with(`"environment"`, `"kind ": "x", "environment"`), "target.kind ", misspeltReason},
+		{"full-width field name", with(`"environment"`, `"\uff4bind": "x", "environment"`), "target.\uff4bind", misspeltReason},
+		{"zero-width space in a field name", with(`"environment"`, `"ki\u200bnd": "x", "environment"`), "target.ki\u200bnd", misspeltReason},
+		{"space-padded key in params is free-form", params(`{" id": 1, "id": 2}`), "", ""},
 		{"invalid UTF-8 keys decode alike", params("{\"a\xff\": 1, \"a\xfe\": 2}"), "params.a\ufffd", "duplicate key (keys must be unique)"},
 		{"lone surrogates decode alike", params(`{"\ud800": 1, "\udfff": 2}`), "params.\ufffd", "duplicate key (keys must be unique)"},
 		{"surrogate pairs stay apart", params(`{"\ud83d\ude00": 1, "\ud83d\ude01": 2}`), "", ""},
