@@ -52,8 +52,11 @@ type scanned struct {
 // a duplicate key; in the envelope's own objects (not in params or context,
 // which are free-form maps) also two keys equal under case folding and a
 // key that spells an envelope field in another case ("Target",
-// "ENVIRONMENT"). Malformed JSON, nesting deeper than encoding/json allows
-// included, is reported before an ambiguous key, wherever each occurs.
+// "ENVIRONMENT"); and, in params and context (when an object), a number
+// that JCS would write as another number (exactNumber). The first such
+// key or number in document order is reported. Malformed JSON, nesting
+// deeper than encoding/json allows included, is reported before an
+// ambiguous key or number, wherever each occurs.
 func scanKeys(body []byte) (scanned, error) {
 	s := keyScanner{data: body, stack: make([]frame, 0, 8), seen: make([]text, 0, 32)}
 	s.out.members = make([]member, 0, len(knownTopLevel))
@@ -113,6 +116,7 @@ type frame struct {
 	array   bool
 	started bool // has a member or element
 	indexed bool // the object has so many keys that they are in keyScanner.indexes
+	numbers bool // the object is params or context, whose numbers must be exact
 	object  int  // 1 + its index in envelopeObjects for an envelope object, else 0
 	member  text // the key being read
 	seen    int  // this object's first entry in keyScanner.seen
@@ -212,6 +216,7 @@ func (s *keyScanner) open(c byte) error {
 		if i := slices.IndexFunc(envelopeObjects[1:], func(o envelopeObject) bool { return o.path == key }); i >= 0 {
 			f.object = 2 + i
 		}
+		f.numbers = key == "params" || key == "context"
 	}
 	s.stack = append(s.stack, f)
 	return nil
@@ -331,15 +336,30 @@ func (s *keyScanner) index(n int) {
 
 // fail records the first ambiguous key, named by its path.
 func (s *keyScanner) fail(key []byte, reason string) {
+	s.ambiguous = &InvalidEnvelope{Field: joinPath(s.path(len(s.stack)-1), string(key)), Reason: reason}
+}
+
+// path is the path of the value being read in the n outermost open
+// containers: a member's key, or "[]" for an array element, joined.
+func (s *keyScanner) path(n int) string {
 	path := ""
-	for i := 1; i < len(s.stack); i++ {
-		if s.stack[i-1].array {
+	for _, f := range s.stack[:n] {
+		if f.array {
 			path += "[]"
 		} else {
-			path = joinPath(path, string(s.bytesOf(s.stack[i-1].member)))
+			path = joinPath(path, string(s.bytesOf(f.member)))
 		}
 	}
-	s.ambiguous = &InvalidEnvelope{Field: joinPath(path, string(key)), Reason: reason}
+	return path
+}
+
+// checkNumber records, as the first ambiguity, a number of params or
+// context that is not exactly the number JCS writes for it (exactNumber).
+// number calls it for every such number but a short integer, which is.
+func (s *keyScanner) checkNumber(lit []byte) {
+	if s.ambiguous == nil && !exactNumber(lit) {
+		s.ambiguous = &InvalidEnvelope{Field: s.path(len(s.stack)), Reason: inexactNumberReason}
+	}
 }
 
 // misspeltReason is the refusal of a key that spells a field another way.

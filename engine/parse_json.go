@@ -87,11 +87,14 @@ func escapeLen(b []byte) int {
 }
 
 // number reads a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+// and checks it (checkNumber).
 func (s *keyScanner) number() error {
 	d, i := s.data, s.pos
+	plain := true // no fraction, no exponent
 	if i < len(d) && d[i] == '-' {
 		i++
 	}
+	digits := i
 	switch {
 	case i < len(d) && d[i] == '0':
 		i++
@@ -101,11 +104,13 @@ func (s *keyScanner) number() error {
 		return errSyntax
 	}
 	if i < len(d) && d[i] == '.' {
+		plain = false
 		if i = skipDigits(d, i+1); d[i-1] == '.' {
 			return errSyntax
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		plain = false
 		i++
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
@@ -115,6 +120,9 @@ func (s *keyScanner) number() error {
 		} else {
 			return errSyntax
 		}
+	}
+	if len(s.stack) > 1 && s.stack[1].numbers && !(plain && i-digits <= maxPlainDigits) {
+		s.checkNumber(d[s.pos:i])
 	}
 	s.pos = i
 	return nil

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
+	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -88,7 +91,7 @@ func legacyScanKeys(body []byte) ([]string, error) {
 		return nil, &InvalidEnvelope{Field: "(root)", Reason: "must be a JSON object"}
 	}
 	s := &legacyScanner{dec: dec}
-	if err := s.object("", 0); err != nil {
+	if err := s.object("", 0, false); err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -106,18 +109,20 @@ type legacyScanner struct {
 	unknown   []string
 }
 
-// value reads a value at path, depth containers below the root.
-func (s *legacyScanner) value(path string, depth int) error {
+// value reads a value at path, depth containers below the root. numbers
+// says whether it lies in the params or context object, whose numbers must
+// be exact; top, whether it is the value of root member params or context.
+func (s *legacyScanner) value(path string, depth int, numbers, top bool) error {
 	tok, err := s.dec.Token()
 	if err != nil {
 		return ErrInvalidJSON
 	}
 	switch tok {
 	case json.Delim('{'):
-		return s.object(path, depth)
+		return s.object(path, depth, numbers || top)
 	case json.Delim('['):
 		for s.dec.More() {
-			if err := s.value(path+"[]", depth+1); err != nil {
+			if err := s.value(path+"[]", depth+1, numbers, false); err != nil {
 				return err
 			}
 		}
@@ -125,14 +130,44 @@ func (s *legacyScanner) value(path string, depth int) error {
 			return ErrInvalidJSON
 		}
 	}
+	if n, ok := tok.(json.Number); ok && numbers && !legacyExactNumber(string(n)) {
+		s.fail(path, inexactNumberReason)
+	}
 	return nil
+}
+
+// legacyExactNumber is exactNumber done the straightforward way: the
+// literal and the shortest decimal of its nearest double compared as
+// exact rationals. An exponent far beyond double range is decided without
+// arithmetic: the literal is then zero, or overflows, or underflows.
+func legacyExactNumber(lit string) bool {
+	mantissa, exp, _ := strings.Cut(strings.ToLower(lit), "e")
+	if strings.Trim(mantissa, "-0.") == "" {
+		return true
+	}
+	if exp != "" {
+		e, err := strconv.ParseInt(exp, 10, 64)
+		if limit := int64(400 + len(mantissa)); err != nil || e > limit || e < -limit {
+			return false
+		}
+	}
+	f, _ := strconv.ParseFloat(lit, 64)
+	if math.IsInf(f, 0) {
+		return false
+	}
+	want, ok := new(big.Rat).SetString(lit)
+	if !ok {
+		panic("big.Rat refused " + lit)
+	}
+	got, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	return want.Cmp(got) == 0
 }
 
 // object reads an object; only the root (depth 0) and its members named
 // after an envelope object (depth 1) are the envelope's own objects. (The
 // former code looked objects up by path alone, so a member keyed "" read as
 // a second root; the legacy reference has that fixed too.)
-func (s *legacyScanner) object(path string, depth int) error {
+func (s *legacyScanner) object(path string, depth int, numbers bool) error {
 	seen := map[string]bool{}
 	known, structured := legacyFields(path)
 	if depth > 1 || (depth == 1 && path == "") {
@@ -145,7 +180,8 @@ func (s *legacyScanner) object(path string, depth int) error {
 		}
 		key, _ := tok.(string)
 		s.check(path, key, depth, known, structured, seen)
-		if err := s.value(joinPath(path, key), depth+1); err != nil {
+		top := depth == 0 && (key == "params" || key == "context")
+		if err := s.value(joinPath(path, key), depth+1, numbers, top); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,10 +151,14 @@ var (
 	}
 	genStrings = []string{`"read"`, `"Delete"`, `"staging"`, `"PRD"`, `"a\u0041\n"`, `"x y"`, `" padded "`,
 		`"\ud83d\ude00"`, `"\ud800x"`, `"\udc00\ud800"`, "\"\xff\xfe\"", `"d\u0435lete"`, `"db/drop_table"`}
-	genOdd     = []string{`""`, `"  "`, `"\u200b"`, "\"\x7f\"", `"sometimes"`}
-	genNumbers = []string{"0", "1", "-1", "7", "1.5", "1e3", "-0", "1e400", "1000000000000", "1000000000001",
-		"123456789012345678901234567890"}
-	genKeys = []string{"", "x", "X", "x_vendor", "mode", "traceparent", "Mode", "k", "K", "\\u006b", "a\\u0000",
+	genOdd   = []string{`""`, `"  "`, `"\u200b"`, "\"\x7f\"", `"sometimes"`}
+	genExact = []string{"0", "1", "-1", "7", "1.5", "1e3", "-0", "1000000000000", "1000000000001",
+		"9007199254740992", "0.1", "1.50", "1E+0020", "2.5e-3", "5e-324", "0e999999999999999999999"}
+	// genInexact are numbers params and context refuse (9007199254740993 is 2^53+1).
+	genInexact = []string{"1e400", "123456789012345678901234567890", "9007199254740993", "1.00000000000000000001",
+		"1e-400", "1152921504606846976", "-1e-99999999999999999999"}
+	genNumbers = slices.Concat(genExact, genInexact)
+	genKeys    = []string{"", "x", "X", "x_vendor", "mode", "traceparent", "Mode", "k", "K", "\\u006b", "a\\u0000",
 		"\xff", "\\ud800", "\\ufffd", "\u212a", "id ", " id"}
 )
 
@@ -187,7 +192,7 @@ func (g *envelopeGen) optional(name string) string {
 	case g.odd():
 		return g.value(3)
 	case name == "params" || name == "context":
-		return `{"mode": "observe", "n": ` + g.pick(genNumbers) + `, "v": ` + g.value(3) + `}`
+		return `{"mode": "observe", "n": ` + g.number() + `, "v": ` + g.value(3) + `}`
 	}
 	return g.pick(genStrings)
 }
@@ -241,6 +246,14 @@ func (g *envelopeGen) field(name string, depth int) string {
 	return g.pick(genStrings)
 }
 
+// number writes a number, now and then one params and context refuse.
+func (g *envelopeGen) number() string {
+	if g.odd() {
+		return g.pick(genInexact)
+	}
+	return g.pick(genExact)
+}
+
 // value writes any JSON value.
 func (g *envelopeGen) value(depth int) string {
 	switch n := g.rng.IntN(8); {
@@ -259,7 +272,7 @@ func (g *envelopeGen) value(depth int) string {
 	case n < 5:
 		return g.pick(genStrings)
 	case n < 7:
-		return g.pick(genNumbers)
+		return g.number()
 	}
 	return g.pick([]string{"true", "false", "null"})
 }

@@ -144,6 +144,9 @@ func FuzzParseEnvelope(f *testing.F) {
 	}
 	f.Add([]byte(`{"agent":{"id":"\u200b"}}`))
 	f.Add([]byte(`[1,2]`))
+	f.Add([]byte(strings.Replace(string(readEnvelope(f, "minimal.json")), `"approval":`, `"params": {"to_account":
+		9007199254740993, "ok": [9007199254740992, 0.10000000000000000000, 1E+0020, -0, 2.5e-3, 5e-324]},
+		"context": {"n": [1.00000000000000000001, 1e-400, 123456789012345678901234567890]}, "approval":`, 1)))
 	f.Add([]byte(`{"params": {"a\u0041": [1e400, -0.5E+3, "\ud800\udc00\ud800"], "a\u0041": null}}`))
 	f.Add([]byte("{\"agent\": {\"I\xffD\": 1, \"\u212Aind\": {\"\": [{}]}}, \"\": {\"Target\": 1}}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -215,7 +218,16 @@ func TestParseEnvelopeJSONCorners(t *testing.T) {
 		{"lone surrogates decode alike", params(`{"\ud800": 1, "\udfff": 2}`), "params.\ufffd", "duplicate key (keys must be unique)"},
 		{"surrogate pairs stay apart", params(`{"\ud83d\ude00": 1, "\ud83d\ude01": 2}`), "", ""},
 		{"many keys, duplicate late", params("{" + strings.Join(many, ", ") + `, "k33": 0}`), "params.k33", "duplicate key (keys must be unique)"},
-		{"huge numbers in params", params(`{"n": 1e400, "m": 123456789012345678901234567890}`), "", ""},
+		{"huge numbers in params", params(`{"n": 1e400, "m": 123456789012345678901234567890}`), "params.n", inexactNumberReason},
+		{"long integer in params", params(`{"m": 123456789012345678901234567890}`), "params.m", inexactNumberReason},
+		{"integer past 2^53 in params", params(`{"to_account": 9007199254740993, "amount": 100}`), "params.to_account", inexactNumberReason},
+		{"fraction a double rounds", params(`{"x": [1, {"y": 1.00000000000000000001}]}`), "params.x[].y", inexactNumberReason},
+		{"underflow in params", params(`{"tiny": 1e-400}`), "params.tiny", inexactNumberReason},
+		{"inexact number in context", with(`"approval":`, `"context": {"n": [1e400]}, "approval":`), "context.n[]", inexactNumberReason},
+		{"inexact number before a duplicate key", params(`{"a": 1e400, "a": 1}`), "params.a", inexactNumberReason},
+		{"malformed JSON before an inexact number", params(`{"a": 1e400, }`), "json", ""},
+		{"exact numbers in params", params(`{"a": 9007199254740992, "b": [0.1, 1.0, 1.50, -0, 1e20, 100000000000000000000, 2.5e-3, 1E+0020, 0.10000000000000000000]}`), "", ""},
+		{"inexact numbers outside params and context are not checked", with(`"agent":`, `"x_n": 1e400, "agent":`), "", ""},
 		{"huge count", with(`"count": 1`, `"count": 1e400`), "magnitude.count", "must be an integer from 1 to 1000000000000"},
 		{"long integer count", with(`"count": 1`, `"count": 123456789012345678901234567890`), "magnitude.count", "must be an integer from 1 to 1000000000000"},
 		{"nesting at the limit", params(`{"a": ` + nest(maxNestingDepth-2) + `}`), "", ""},

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -180,8 +181,7 @@ func scanHold(sc scanner, now time.Time) (engine.Hold, error) {
 	if err != nil {
 		return engine.Hold{}, err
 	}
-	h.Envelope = new(engine.Envelope)
-	if err := json.Unmarshal([]byte(env), h.Envelope); err != nil {
+	if h.Envelope, err = decodeEnvelope(env); err != nil {
 		return engine.Hold{}, fmt.Errorf("decode envelope of hold %s: %w", h.ID, err)
 	}
 	h.CreatedTS, h.ExpiresTS = fromMS(created), fromMS(expires)
@@ -196,6 +196,23 @@ func scanHold(sc scanner, now time.Time) (engine.Hold, error) {
 	h.ConsumedBy = cby.String
 	h.Status = effectiveStatus(h.Status, expires, now)
 	return h, nil
+}
+
+// decodeEnvelope decodes a stored envelope with the numbers of params and
+// context as json.Number, as ParseEnvelope gave them: the approver is shown
+// each number exactly as the agent sent it, not as a float64 reads it
+// (9007199254740993 would read as 9007199254740992).
+func decodeEnvelope(stored string) (*engine.Envelope, error) {
+	dec := json.NewDecoder(strings.NewReader(stored))
+	dec.UseNumber()
+	env := new(engine.Envelope)
+	if err := dec.Decode(env); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the envelope")
+	}
+	return env, nil
 }
 
 // effectiveStatus is the status as of now: a pending or approved hold whose

@@ -325,3 +325,54 @@ func TestMigrateIdempotentBesideLedger(t *testing.T) {
 	_, err = NewStore(ctx, nil)
 	require.EqualError(t, err, "new holds store: nil database")
 }
+
+// TestStoreKeepsParamsNumbersExact checks that a hold shows the approver
+// each number of params and context exactly as the agent sent it: a
+// float64 decode would show 9007199254740993 (which a hold stored before
+// svc refused such numbers may hold) as 9007199254740992, 1.50 as 1.5.
+func TestStoreKeepsParamsNumbersExact(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t)
+	h := newHold("h-exact", t0)
+	h.Envelope.Params = map[string]any{"to_account": json.Number("9007199254740993"), "amount": json.Number("1.50"),
+		"ids": []any{json.Number("100000000000000000000"), json.Number("1E+0020"), json.Number("-0")}}
+	h.Envelope.Context = map[string]any{"budget": json.Number("0.10000000000000000000")}
+	mustCreate(t, s, h)
+
+	got, err := s.Get(ctx, h.ID, t0)
+	require.NoError(t, err)
+	assert.Equal(t, h.Envelope, got.Envelope)
+	body, err := json.Marshal(got)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"to_account":9007199254740993`)
+	assert.Contains(t, string(body), `"amount":1.50`)
+	assert.Contains(t, string(body), `"budget":0.10000000000000000000`)
+
+	// An envelope ParseEnvelope accepted keeps its spelling through the store.
+	env, err := engine.ParseEnvelope([]byte(`{"agent": {"id": "agent-7", "session_id": "s"},
+		"action": {"verb": "transfer", "ability": "bank/transfer"}, "target": {"environment": "production"},
+		"magnitude": {"count": 1}, "axes": {"reversibility": "irreversible", "blast_radius": "single",
+		"externality": "outbound"}, "approval": {"present": false},
+		"params": {"to_account": 9007199254740992, "amount": 1.50, "fee": 2.5e-3}}`))
+	require.NoError(t, err)
+	parsed := newHold("h-parsed", t0)
+	parsed.Envelope = env
+	mustCreate(t, s, parsed)
+	got, err = s.Get(ctx, parsed.ID, t0)
+	require.NoError(t, err)
+	assert.Equal(t, env.Params, got.Envelope.Params)
+	want, err := env.ParamsHash()
+	require.NoError(t, err)
+	stored, err := got.Envelope.ParamsHash()
+	require.NoError(t, err)
+	assert.Equal(t, want, stored, "the shown params hash to the hold's params_hash")
+
+	page, err := s.List(ctx, engine.HoldQuery{Now: t0})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 2)
+	for _, item := range page.Items {
+		if item.ID == h.ID {
+			assert.Equal(t, h.Envelope.Params, item.Envelope.Params, "listed holds decode alike")
+		}
+	}
+}
