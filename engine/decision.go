@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Verdicts a decision can carry. Precedence is deny > require_approval > allow.
@@ -76,20 +80,234 @@ func FormatTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
+// verdictMembers are the members of a verdict, spelled as svc reads them.
+var verdictMembers = [...]string{"decision", "rule", "reason"}
+
 // verdictOf decodes a decision document and checks it is a valid verdict.
+// Member names are matched exactly: a member that spells decision, rule or
+// reason another way, or repeats one, makes the document malformed.
 func verdictOf(value json.RawMessage) (Verdict, error) {
-	var fields struct {
-		Decision, Rule, Reason *string
-	}
-	if err := json.Unmarshal(value, &fields); err != nil {
+	var members [len(verdictMembers)]json.RawMessage
+	if err := exactMembers(value, verdictMembers[:], members[:]); err != nil {
 		return Verdict{}, fmt.Errorf("policy decision %q is not an object of strings: %w", opaSnippet(value), err)
 	}
-	if fields.Decision == nil || fields.Rule == nil || fields.Reason == nil {
-		return Verdict{}, fmt.Errorf("policy decision %q lacks decision, rule or reason", opaSnippet(value))
+	var fields [len(verdictMembers)]string
+	for i, m := range members {
+		if m == nil || string(m) == "null" {
+			return Verdict{}, fmt.Errorf("policy decision %q lacks decision, rule or reason", opaSnippet(value))
+		}
+		var ok bool
+		if fields[i], ok = jsonString(m); !ok {
+			return Verdict{}, fmt.Errorf("policy decision %q is not an object of strings: %s is %s",
+				opaSnippet(value), verdictMembers[i], opaSnippet(m))
+		}
 	}
-	v := Verdict{Decision: *fields.Decision, Rule: *fields.Rule, Reason: *fields.Reason}
+	v := Verdict{Decision: fields[0], Rule: fields[1], Reason: fields[2]}
 	if !v.Valid() {
 		return Verdict{}, fmt.Errorf("policy verdict is invalid: decision %q, rule %q", v.Decision, v.Rule)
 	}
 	return v, nil
+}
+
+// jsonString decodes value, a valid JSON value, if it is a string.
+func jsonString(value json.RawMessage) (string, bool) {
+	if value[0] != '"' {
+		return "", false
+	}
+	if inner := value[1 : len(value)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	return s, json.Unmarshal(value, &s) == nil
+}
+
+// errNotObject is the refusal of a document that is not a JSON object.
+var errNotObject = errors.New("not a JSON object")
+
+// exactMembers reads the object doc (null reads as an object without
+// members) and sets values[i] to the value of its member names[i], or nil
+// when it has none. Names are matched exactly, unlike encoding/json, which
+// also matches a name in another case or under Unicode folding ("Decision",
+// "deciſion") and keeps the last of duplicates. So a member that repeats
+// one of names, or spells one another way (see spelledName), is refused:
+// two readers could disagree on it. Other members are ignored.
+func exactMembers(doc []byte, names []string, values []json.RawMessage) error {
+	s, err := scanObject(doc)
+	if err != nil {
+		return err
+	}
+	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
+		key := memberName(quoted)
+		i := nameIndex(key, names)
+		switch {
+		case i >= 0 && values[i] != nil:
+			return fmt.Errorf("member %q appears twice", key)
+		case i >= 0:
+			values[i] = value
+		default:
+			if name, ok := spelledName(key, names); ok {
+				return fmt.Errorf("member %q spells %q another way", key, name)
+			}
+		}
+	}
+	return nil
+}
+
+// memberName decodes a member's quoted key.
+func memberName(quoted []byte) []byte {
+	if inner := quoted[1 : len(quoted)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		return inner
+	}
+	key, _ := jsonString(quoted) // a valid JSON string always decodes
+	return []byte(key)
+}
+
+// nameIndex returns the index of key in names, or -1.
+func nameIndex(key []byte, names []string) int {
+	for i, name := range names {
+		if string(key) == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// spelledName returns the one of names (lower-case ASCII names) that key,
+// none of them, reads as: equal to it under Unicode case folding, as
+// encoding/json matches names, or once Folded (compatibility forms such as
+// full-width letters, invisible characters and look-alikes removed).
+func spelledName(key []byte, names []string) (string, bool) {
+	if lowerASCII(key) {
+		// Case folding and Fold leave such a key as it is.
+		return "", false
+	}
+	k := string(key)
+	folded := Fold(k)
+	for _, name := range names {
+		if strings.EqualFold(k, name) || folded == name {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// lowerASCII reports whether key is printable ASCII without an upper-case
+// letter or surrounding space.
+func lowerASCII(key []byte) bool {
+	if len(key) > 0 && (key[0] == ' ' || key[len(key)-1] == ' ') {
+		return false
+	}
+	for _, c := range key {
+		if c < ' ' || c > '~' || ('A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// objectScanner walks the members of a JSON object that json.Valid has
+// accepted, so it needs no error checks of its own.
+type objectScanner struct {
+	data []byte
+	pos  int
+}
+
+// scanObject checks that doc is one JSON value, an object or null, and
+// returns a scanner of its members.
+func scanObject(doc []byte) (objectScanner, error) {
+	if !json.Valid(doc) {
+		return objectScanner{}, errNotObject
+	}
+	s := objectScanner{data: doc}
+	s.space()
+	switch doc[s.pos] {
+	case '{':
+		s.pos++
+	case 'n':
+		s.pos = len(doc)
+	default:
+		return objectScanner{}, errNotObject
+	}
+	return s, nil
+}
+
+// next returns the quoted key and the value of the next member, both as
+// they stand in the document; ok is false past the last one.
+func (s *objectScanner) next() (key, value []byte, ok bool) {
+	s.space()
+	if s.pos >= len(s.data) || s.data[s.pos] == '}' {
+		return nil, nil, false
+	}
+	if s.data[s.pos] == ',' {
+		s.pos++
+		s.space()
+	}
+	start := s.pos
+	s.skipString()
+	key = s.data[start:s.pos]
+	s.space()
+	s.pos++ // the colon
+	s.space()
+	start = s.pos
+	s.skipValue()
+	return key, s.data[start:s.pos], true
+}
+
+// space skips JSON white space.
+func (s *objectScanner) space() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// skipString moves past the string that starts at pos.
+func (s *objectScanner) skipString() {
+	for s.pos++; s.data[s.pos] != '"'; s.pos++ {
+		if s.data[s.pos] == '\\' {
+			s.pos++
+		}
+	}
+	s.pos++
+}
+
+// skipValue moves past the value that starts at pos.
+func (s *objectScanner) skipValue() {
+	depth := 0
+	for {
+		switch s.data[s.pos] {
+		case '"':
+			s.skipString()
+		case '{', '[':
+			depth++
+			s.pos++
+		case '}', ']':
+			depth--
+			s.pos++
+		default:
+			if depth == 0 {
+				s.skipScalar()
+				return
+			}
+			s.pos++
+		}
+		if depth == 0 {
+			return
+		}
+	}
+}
+
+// skipScalar moves past the number, true, false or null that starts at pos.
+func (s *objectScanner) skipScalar() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return
+		}
+		s.pos++
+	}
 }

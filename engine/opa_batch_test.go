@@ -407,3 +407,54 @@ func TestOPAServerEnv(t *testing.T) {
 	assert.Equal(t, []string{"PATH=/bin", "GOGC=" + opaGCPercent}, opaServerEnv([]string{"PATH=/bin"}))
 	assert.Equal(t, []string{"GOGC=off", "PATH=/bin"}, opaServerEnv([]string{"GOGC=off", "PATH=/bin"}))
 }
+
+// TestEvaluateBatchExactMembers: a batch answer's members are read by their
+// exact names. A result spelt another way or given twice, or a position
+// given twice, fails the whole batch; a verdict spelt another way fails its
+// own input; unrelated members are ignored.
+func TestEvaluateBatchExactMembers(t *testing.T) {
+	const frozen = `{"decision":"deny","rule":"svc.policy/frozen","reason":"frozen"}`
+	const allow = `{"decision":"allow","rule":"r","reason":"x"}`
+	tests := []struct {
+		name  string
+		body  string
+		batch string    // error substring of the whole batch; "" means none
+		want  [2]string // error substring of each input; "" means the frozen verdict
+	}{
+		{"exact", `{"result":{"0":` + frozen + `,"1":` + frozen + `}}`, "", [2]string{}},
+		{"extra members", `{"metrics":{},"result":{"0":{"decision":"deny","rule":"svc.policy/frozen","reason":"frozen","Decisions":"allow"},"01":` + allow + `,"1":` + frozen + `,"2":` + allow + `}}`, "", [2]string{}},
+		{"Result member", `{"Result":{"0":` + allow + `,"1":` + allow + `}}`, `"Result" spells "result" another way`, [2]string{}},
+		{"folded result after result", `{"result":{"0":` + frozen + `,"1":` + frozen + `},"reſult":{"0":` + allow + `,"1":` + allow + `}}`, `"reſult" spells "result" another way`, [2]string{}},
+		{"duplicate result", `{"result":{"0":` + frozen + `,"1":` + frozen + `},"result":{"0":` + allow + `,"1":` + allow + `}}`, `"result" appears twice`, [2]string{}},
+		{"duplicate position", `{"result":{"0":` + frozen + `,"0":` + allow + `,"1":` + frozen + `}}`, "decision 0 appears twice", [2]string{}},
+		{"folded decision after decision", `{"result":{"0":{"decision":"deny","deciſion":"allow","rule":"r","reason":"x"},"1":` + frozen + `}}`, "",
+			[2]string{`"deciſion" spells "decision" another way`, ""}},
+		{"case variants only", `{"result":{"0":{"Decision":"allow","RULE":"r","Reason":"x"}}}`, "",
+			[2]string{`spells "decision" another way`, "policy decision is undefined"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ev := fakeOPAServer(t, opaAnswer(200, tt.body))
+			results, err := ev.evaluateBatch(t.Context(), []json.RawMessage{opaInput(nil), opaInput(nil)})
+			if tt.batch != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.batch)
+				assert.Nil(t, results)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, results, 2)
+			for i, want := range tt.want {
+				if want == "" {
+					require.NoError(t, results[i].err, "input %d", i)
+					assert.Equal(t, Verdict{Decision: Deny, Rule: RuleFrozen, Reason: "frozen"}, results[i].verdict)
+					continue
+				}
+				require.Error(t, results[i].err, "input %d", i)
+				assert.Contains(t, results[i].err.Error(), want, "input %d", i)
+				assert.Equal(t, Verdict{}, results[i].verdict)
+			}
+		})
+	}
+}

@@ -182,29 +182,50 @@ func (o *opaOutput) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// opaResult is the output of `opa eval --format json`: one result per
-// solution, one value per query expression. An undefined query prints {}.
-type opaResult struct {
-	Result []struct {
-		Expressions []struct {
-			Value json.RawMessage `json:"value"`
-		} `json:"expressions"`
-	} `json:"result"`
-}
-
-// parseOPAVerdict extracts the one valid verdict from opa eval output.
+// parseOPAVerdict extracts the one valid verdict from the output of
+// `opa eval --format json`, {"result": [{"expressions": [{"value": ...}]}]}:
+// one result per solution, one value per query expression. An undefined
+// query prints {}. Member names are matched exactly (see exactMembers).
 func parseOPAVerdict(out []byte) (Verdict, error) {
-	var res opaResult
-	if err := json.Unmarshal(out, &res); err != nil {
+	result, n, err := onlyElement(out, "result")
+	switch {
+	case err != nil:
+		return Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+	case n == 0:
+		return Verdict{}, errors.New("policy decision is undefined")
+	case n > 1:
+		return Verdict{}, fmt.Errorf("policy returned %d results, want 1", n)
+	}
+	expression, n, err := onlyElement(result, "expressions")
+	switch {
+	case err != nil:
+		return Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+	case n != 1:
+		return Verdict{}, fmt.Errorf("policy returned %d expressions, want 1", n)
+	}
+	var value [1]json.RawMessage
+	if err := exactMembers(expression, []string{"value"}, value[:]); err != nil {
 		return Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
 	}
-	switch {
-	case len(res.Result) == 0:
-		return Verdict{}, errors.New("policy decision is undefined")
-	case len(res.Result) > 1:
-		return Verdict{}, fmt.Errorf("policy returned %d results, want 1", len(res.Result))
-	case len(res.Result[0].Expressions) != 1:
-		return Verdict{}, fmt.Errorf("policy returned %d expressions, want 1", len(res.Result[0].Expressions))
+	return verdictOf(value[0])
+}
+
+// onlyElement reads the member name of the object doc as an array and
+// returns its length and, when that is 1, its element. An absent or null
+// member is an empty array.
+func onlyElement(doc []byte, name string) (json.RawMessage, int, error) {
+	var member [1]json.RawMessage
+	if err := exactMembers(doc, []string{name}, member[:]); err != nil {
+		return nil, 0, err
 	}
-	return verdictOf(res.Result[0].Expressions[0].Value)
+	var elements []json.RawMessage
+	if member[0] != nil {
+		if err := json.Unmarshal(member[0], &elements); err != nil {
+			return nil, 0, fmt.Errorf("member %q: %w", name, err)
+		}
+	}
+	if len(elements) != 1 {
+		return nil, len(elements), nil
+	}
+	return elements[0], 1, nil
 }

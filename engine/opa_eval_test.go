@@ -320,6 +320,15 @@ func TestParseOPAVerdict(t *testing.T) {
 		{"trailing garbage", `{"result":[]} x`, "parse opa output"},
 		{"errors document", `{"errors":[{"message":"boom"}]}`, "undefined"},
 		{"empty output", ``, "parse opa output"},
+		{"extra members", `{"result":[{"expressions":[{"value":{"decision":"deny","rule":"svc.policy/frozen","reason":"frozen","reasons":[],"Decisions":"allow"},"text":"q","location":{"row":1,"col":1}}],"bindings":{}}],"metrics":{}}`, ""},
+		{"folded decision after decision", `{"result":[{"expressions":[{"value":{"decision":"deny","deciſion":"allow","rule":"r","reason":"x"}}]}]}`, `"deciſion" spells "decision" another way`},
+		{"capitalised decision only", `{"result":[{"expressions":[{"value":{"Decision":"allow","RULE":"r","Reason":"x"}}]}]}`, `spells "decision" another way`},
+		{"Result member", `{"Result":[{"expressions":[{"value":` + value + `}]}]}`, `"Result" spells "result" another way`},
+		{"folded result after result", `{"result":[],"reſult":[{"expressions":[{"value":` + value + `}]}]}`, `"reſult" spells "result" another way`},
+		{"Expressions member", `{"result":[{"EXPRESSIONS":[{"value":` + value + `}]}]}`, `"EXPRESSIONS" spells "expressions" another way`},
+		{"Value member", `{"result":[{"expressions":[{"Value":` + value + `}]}]}`, `"Value" spells "value" another way`},
+		{"duplicate result", `{"result":[{"expressions":[{"value":` + value + `}]}],"result":[]}`, `"result" appears twice`},
+		{"duplicate value", `{"result":[{"expressions":[{"value":` + value + `,"value":` + value + `}]}]}`, `"value" appears twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,28 +47,36 @@ func (o *opaServerOutput) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// line logs one line at the level opa gave it, and at least at warn when it
-// reports an error (a failed reload is an info record carrying "err"), or
-// is not one of opa's JSON records.
+// line logs one line at the level recordLevel gives it.
 func (o *opaServerOutput) line(b []byte) {
 	s := opaSnippet(b)
 	if s == "" {
 		return
 	}
-	var rec struct {
-		Level string          `json:"level"`
-		Err   json.RawMessage `json:"err"`
+	o.log.WithLevel(recordLevel(b)).Str("opa", s).Msg("opa server output")
+}
+
+// opaRecordMembers are the members of opa's JSON log records svc reads.
+var opaRecordMembers = [...]string{"level", "err"}
+
+// recordLevel is the level opa gave a line of its output, and at least warn
+// when it reports an error (a failed reload is an info record carrying
+// "err"), or is not one of opa's JSON records (whose member names are
+// matched exactly, see exactMembers).
+func recordLevel(b []byte) zerolog.Level {
+	var members [len(opaRecordMembers)]json.RawMessage
+	var level string
+	if exactMembers(b, opaRecordMembers[:], members[:]) != nil ||
+		members[0] != nil && json.Unmarshal(members[0], &level) != nil {
+		return zerolog.WarnLevel
 	}
-	level := zerolog.WarnLevel
-	if json.Unmarshal(b, &rec) == nil {
-		switch {
-		case rec.Level == "error":
-			level = zerolog.ErrorLevel
-		case rec.Level != "warning" && (len(rec.Err) == 0 || string(rec.Err) == "null"):
-			level = zerolog.InfoLevel
-		}
+	switch {
+	case level == "error":
+		return zerolog.ErrorLevel
+	case level != "warning" && (members[1] == nil || string(members[1]) == "null"):
+		return zerolog.InfoLevel
 	}
-	o.log.WithLevel(level).Str("opa", s).Msg("opa server output")
+	return zerolog.WarnLevel
 }
 
 // snippet renders the latest output on one line, cut to opaMaxSnippet.

@@ -189,19 +189,13 @@ func (e *RESTEvaluator) evaluateBatch(ctx context.Context, inputs []json.RawMess
 	if err != nil {
 		return nil, fmt.Errorf("evaluate %d inputs of %s: %w", len(inputs), opaQuery, err)
 	}
-	var answer struct {
-		Result map[string]json.RawMessage `json:"result"`
-	}
-	if err := json.Unmarshal(raw, &answer); err != nil {
-		return nil, fmt.Errorf("parse opa server batch answer %q: %w", opaSnippet(raw), err)
-	}
-	if answer.Result == nil {
-		return nil, fmt.Errorf("evaluate %d inputs of %s: batch document: %w", len(inputs), opaQuery, errPolicyUndefined)
+	values, err := batchValues(raw, len(inputs))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate %d inputs of %s: %w", len(inputs), opaQuery, err)
 	}
 	results := make([]batchResult, len(inputs))
-	for i := range inputs {
-		value, ok := answer.Result[strconv.Itoa(i)]
-		if !ok {
+	for i, value := range values {
+		if value == nil {
 			results[i].err = fmt.Errorf("evaluate %s: %w", opaQuery, errPolicyUndefined)
 			continue
 		}
@@ -210,6 +204,39 @@ func (e *RESTEvaluator) evaluateBatch(ctx context.Context, inputs []json.RawMess
 		}
 	}
 	return results, nil
+}
+
+// batchValues reads the answer to a batch query of n inputs,
+// {"result": {"0": <decision>, ...}}, and returns the decisions by
+// position, nil where undefined. Member names are matched exactly (see
+// exactMembers); members of the result other than the positions 0 to n-1,
+// spelled as OPA writes them, are ignored, and a position given twice makes
+// the answer malformed.
+func batchValues(raw []byte, n int) ([]json.RawMessage, error) {
+	var result [1]json.RawMessage
+	if err := exactMembers(raw, []string{"result"}, result[:]); err != nil {
+		return nil, fmt.Errorf("parse opa server batch answer %q: %w", opaSnippet(raw), err)
+	}
+	if result[0] == nil || string(result[0]) == "null" {
+		return nil, fmt.Errorf("batch document: %w", errPolicyUndefined)
+	}
+	s, err := scanObject(result[0])
+	if err != nil {
+		return nil, fmt.Errorf("parse opa server batch answer %q: result: %w", opaSnippet(raw), err)
+	}
+	values := make([]json.RawMessage, n)
+	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
+		key := memberName(quoted)
+		i, err := strconv.Atoi(string(key))
+		if err != nil || i < 0 || i >= n || string(key) != strconv.Itoa(i) {
+			continue
+		}
+		if values[i] != nil {
+			return nil, fmt.Errorf("parse opa server batch answer %q: decision %d appears twice", opaSnippet(raw), i)
+		}
+		values[i] = value
+	}
+	return values, nil
 }
 
 // healthy reports whether the server answers GET /health with 200 within
@@ -259,16 +286,15 @@ func probe(ctx context.Context, ev Evaluator) error {
 }
 
 // parseRESTVerdict extracts the one valid verdict from a data API answer,
-// {"result": <decision>}; an answer without a result is undefined.
+// {"result": <decision>}; an answer without a result is undefined. Member
+// names are matched exactly (see exactMembers).
 func parseRESTVerdict(raw []byte) (Verdict, error) {
-	var doc struct {
-		Result json.RawMessage `json:"result"`
-	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
+	var result [1]json.RawMessage
+	if err := exactMembers(raw, []string{"result"}, result[:]); err != nil {
 		return Verdict{}, fmt.Errorf("parse opa server answer %q: %w", opaSnippet(raw), err)
 	}
-	if len(doc.Result) == 0 {
+	if result[0] == nil {
 		return Verdict{}, errPolicyUndefined
 	}
-	return verdictOf(doc.Result)
+	return verdictOf(result[0])
 }

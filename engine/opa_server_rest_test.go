@@ -68,6 +68,14 @@ func TestRESTEvaluatorFaults(t *testing.T) {
 			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
 		}, "307 Temporary Redirect"},
 		{"opaStall", opaStall, "did not answer within 500ms"},
+		{"verdict with extra members", opaAnswer(200, `{"result":{"decision":"deny","rule":"svc.policy/frozen","reason":"frozen","Decisions":"allow","why":{"Decision":"allow"}}}`), ""},
+		{"Result member", opaAnswer(200, `{"Result":{"DECISION":"allow","rule":"r","reason":"x"}}`), `"Result" spells "result" another way`},
+		{"RESULT beside result", opaAnswer(200, `{"RESULT":{"decision":"allow","rule":"r","reason":"x"},"result":`+verdict+`}`), `"RESULT" spells "result" another way`},
+		{"duplicate result", opaAnswer(200, `{"result":`+verdict+`,"result":{"decision":"allow","rule":"r","reason":"x"}}`), `"result" appears twice`},
+		{"folded decision after decision", opaAnswer(200, `{"result":{"decision":"deny","deciſion":"allow","rule":"r","reason":"x"}}`), `"deciſion" spells "decision" another way`},
+		{"upper-case verdict", opaAnswer(200, `{"result":{"DECISION":"allow","RULE":"r","REASON":"x"}}`), `spells "decision" another way`},
+		{"Rule beside rule", opaAnswer(200, `{"result":{"decision":"deny","rule":"svc.policy/frozen","Rule":"r","reason":"frozen"}}`), `"Rule" spells "rule" another way`},
+		{"duplicate decision", opaAnswer(200, `{"result":{"decision":"deny","decision":"allow","rule":"r","reason":"x"}}`), `"decision" appears twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,6 +255,10 @@ func TestOPAServerOutputLevels(t *testing.T) {
 		{`{"level":"warning","msg":"OPA running with uid or gid 0."}`, "warn"},
 		{`{"level":"error","msg":"boom"}`, "error"},
 		{`error: load error: rego_parse_error`, "warn"},
+		{`{"Level":"info","msg":"level spelt another way"}`, "warn"},
+		{`{"level":"info","msg":"Processed file watch event.","err":null,"ERR":"rego_parse_error"}`, "warn"},
+		{`{"level":"error","level":"info","msg":"duplicate level"}`, "warn"},
+		{`{"level":"info","msg":"Server initialized.","Message":"x"}`, "info"},
 	}
 	for _, tt := range tests {
 		var logs bytes.Buffer
