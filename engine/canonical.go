@@ -59,17 +59,33 @@ func buildAliases(table map[string][]string) map[string]string {
 var folder = cases.Fold()
 
 // confusables maps look-alike letters of other scripts that NFKC keeps to
-// the Latin letters they imitate, so "dеlete" with a Cyrillic е is a delete.
+// the Latin letters they imitate, so "dеlete" with a Cyrillic е is a delete,
+// "ᴅelete" with a Latin small capital D is too, and "human∶alice" with a
+// RATIO sign has a type prefix. Keys are case-folded (Fold applies it after
+// case folding).
 var confusables = strings.NewReplacer(
 	"а", "a", "в", "b", "е", "e", "ё", "e", "к", "k", "м", "m", "н", "h", "о", "o", "р", "p",
 	"с", "c", "т", "t", "у", "y", "х", "x", "і", "i", "ї", "i", "ј", "j", "ѕ", "s", "ԁ", "d",
 	"ɡ", "g", "ո", "n", "ս", "u", "α", "a", "ο", "o", "ρ", "p", "τ", "t", "υ", "u", "ν", "v",
 	"ι", "i", "κ", "k", "ε", "e", "ı", "i",
+	// Latin small capitals (U+1D00 block, IPA extensions, Latin Extended-D).
+	"ᴀ", "a", "ʙ", "b", "ᴄ", "c", "ᴅ", "d", "ᴇ", "e", "ꜰ", "f", "ɢ", "g", "ʜ", "h", "ɪ", "i",
+	"ᴊ", "j", "ᴋ", "k", "ʟ", "l", "ᴍ", "m", "ɴ", "n", "ᴏ", "o", "ᴘ", "p", "ꞯ", "q", "ʀ", "r",
+	"ꜱ", "s", "ᴛ", "t", "ᴜ", "u", "ᴠ", "v", "ᴡ", "w", "ʏ", "y", "ᴢ", "z",
+	// Colon look-alikes that NFKC keeps (it already maps fullwidth and small
+	// colons): RATIO, MODIFIER LETTER COLON, MODIFIER LETTER RAISED COLON,
+	// ARMENIAN FULL STOP, HEBREW PUNCTUATION SOF PASUQ.
+	"∶", ":", "꞉", ":", "˸", ":", "։", ":", "׃", ":",
 )
 
 // Clean applies the text normalisation every caller-supplied string gets:
-// Unicode NFKC, control and format characters (zero-width spaces, bidi
-// marks) removed, surrounding space trimmed. Case is kept.
+// Unicode NFKC; control and format characters (zero-width spaces, bidi
+// marks), other default-ignorable code points (Hangul fillers, the
+// combining grapheme joiner, variation selectors) and the Braille blank
+// removed; surrounding space trimmed. Case and combining marks are kept:
+// Clean is also the form svc records (a target's ref, a reason), where a
+// vowel sign of Devanagari or Hebrew is part of the text. Fold, the form in
+// which names are compared, drops the marks too.
 func Clean(s string) string {
 	if printableASCII(s) {
 		return strings.Trim(s, " ")
@@ -77,20 +93,69 @@ func Clean(s string) string {
 	return cleanUnicode(s)
 }
 
+// maxCleanRounds bounds the NFKC-and-filter rounds of cleanUnicode. A
+// removal can leave two characters side by side that NFKC then composes;
+// composition never yields a removed character, so the second round is the
+// last in practice.
+const maxCleanRounds = 4
+
 // cleanUnicode is Clean for any text.
-func cleanUnicode(s string) string {
-	s = norm.NFKC.String(s)
-	s = strings.Map(func(r rune) rune {
-		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar {
-			return -1
+func cleanUnicode(s string) string { return normalise(s, dropInvisible) }
+
+// normalise repeats NFKC and drop until drop removes nothing, so that
+// normalising twice changes nothing more, and trims surrounding space.
+func normalise(s string, drop func(rune) rune) string {
+	for range maxCleanRounds {
+		n := norm.NFKC.String(s)
+		s = strings.Map(drop, n)
+		if len(s) == len(n) {
+			break
 		}
-		return r
-	}, s)
+	}
 	return strings.TrimSpace(s)
 }
 
-// Fold is Clean followed by Unicode case folding and the confusables map:
-// the form in which identities and names are compared.
+// brailleBlank is U+2800 BRAILLE PATTERN BLANK, a symbol that renders as a
+// space but is neither space nor default-ignorable.
+const brailleBlank = '\u2800'
+
+// dropInvisible is the strings.Map filter of cleanUnicode: -1 for a
+// character that renders as nothing (or as a blank) and would let two
+// spellings of one name differ.
+func dropInvisible(r rune) rune {
+	if r < 0x80 {
+		if r < ' ' || r == 0x7f {
+			return -1
+		}
+		return r
+	}
+	if r == unicode.ReplacementChar || r == brailleBlank ||
+		unicode.In(r, unicode.Cc, unicode.Cf,
+			unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector) {
+		return -1
+	}
+	return r
+}
+
+// dropInvisibleOrMark is dropInvisible that also drops the nonspacing marks
+// (Mn) left after NFKC, for the compared form (Fold, words). NFKC composes
+// what it can first, so "é" is one code point by then and stays, while a
+// COMBINING LONG SOLIDUS OVERLAY on an "a" goes.
+func dropInvisibleOrMark(r rune) rune {
+	if r >= 0x80 && unicode.Is(unicode.Mn, r) {
+		return -1
+	}
+	return dropInvisible(r)
+}
+
+// bare is Clean without the nonspacing marks NFKC leaves. It cleans first,
+// so that a mark an invisible character kept apart from its letter
+// composes with it as it does in Clean: Fold(Clean(s)) == Fold(s).
+func bare(s string) string { return normalise(cleanUnicode(s), dropInvisibleOrMark) }
+
+// Fold is Clean, without nonspacing marks, followed by Unicode case
+// folding, the same again and the confusables map: the form in which
+// identities and names are compared.
 func Fold(s string) string {
 	if printableASCII(s) {
 		return strings.ToLower(strings.Trim(s, " "))
@@ -98,9 +163,11 @@ func Fold(s string) string {
 	return foldUnicode(s)
 }
 
-// foldUnicode is Fold for any text.
+// foldUnicode is Fold for any text. Full case folding can itself produce
+// combining marks ("İ" → "i" + U+0307, "ǰ" → "j" + U+030C), so the folded
+// text is stripped again: Fold(Fold(s)) == Fold(s).
 func foldUnicode(s string) string {
-	return confusables.Replace(folder.String(cleanUnicode(s)))
+	return confusables.Replace(bare(folder.String(bare(s))))
 }
 
 // CanonicalEnvironment maps a caller's environment to production, staging
@@ -116,16 +183,25 @@ func CanonicalEnvironment(raw string) string {
 // Words are split on separators and camelCase; the riskiest recognised word
 // wins; an ability that names a riskier verb raises the verb; an
 // unrecognised verb is delete when irreversible, else update — never read.
+// A word with no alias of its own that contains a delete alias of at least
+// minContainedAlias letters ("deleterecords", "bulkdelete") raises the verb
+// to delete. Pass the ability cleaned but
+// not folded: folding would erase its camelCase boundaries.
 func CanonicalVerb(rawVerb, ability, reversibility string) string {
-	verb, ok := riskiestVerb(words(rawVerb))
+	verbWords, abilityWords := words(rawVerb), words(ability)
+	verb, ok := riskiestVerb(verbWords)
 	if !ok {
 		verb = "update"
 		if reversibility == "irreversible" {
 			verb = "delete"
 		}
 	}
-	if fromAbility, ok := riskiestVerb(words(ability)); ok && verbRisk[fromAbility] > verbRisk[verb] {
-		verb = fromAbility
+	for _, raise := range []func([]string) (string, bool){riskiestVerb, riskiestContained} {
+		for _, ws := range [][]string{verbWords, abilityWords} {
+			if v, ok := raise(ws); ok && verbRisk[v] > verbRisk[verb] {
+				verb = v
+			}
+		}
 	}
 	return verb
 }
@@ -144,10 +220,55 @@ func riskiestVerb(ws []string) (string, bool) {
 	return best, found
 }
 
+// minContainedAlias is the length, in letters, from which a delete alias is
+// looked for inside a longer word. Shorter aliases (rm, del, drop) match
+// whole words only: inside words they are mostly noise ("format", "undrop").
+const minContainedAlias = 5
+
+// containedAliases indexes the delete aliases of at least minContainedAlias
+// letters (all ASCII) by their first minContainedAlias bytes. Only delete's:
+// aliases of the other verbs are nouns as often as verbs, and inside plural
+// nouns they would turn reads into writes ("list_orders", "get_messages").
+var containedAliases = func() map[string][]string {
+	out := map[string][]string{}
+	for w, canon := range verbAliases {
+		if canon == "delete" && len(w) >= minContainedAlias {
+			out[w[:minContainedAlias]] = append(out[w[:minContainedAlias]], w)
+		}
+	}
+	return out
+}()
+
+// riskiestContained is the verb of a delete alias contained in a word that
+// is not itself an alias: words run together ("bulkdelete", "purgeall",
+// "DELETERECORDS", which camelCase splitting cannot separate). It fails
+// closed: a false match ("presets") only makes the verb riskier.
+func riskiestContained(ws []string) (string, bool) {
+	best, found := "", false
+	for _, w := range ws {
+		if _, exact := verbAliases[w]; exact || len(w) <= minContainedAlias {
+			continue
+		}
+		for i := 0; i+minContainedAlias <= len(w); i++ {
+			for _, alias := range containedAliases[w[i:i+minContainedAlias]] {
+				if canon := verbAliases[alias]; strings.HasPrefix(w[i:], alias) && (!found || verbRisk[canon] > verbRisk[best]) {
+					best, found = canon, true
+				}
+			}
+		}
+	}
+	return best, found
+}
+
 // words splits a name into folded words at non-letter/digit runs and at
-// camelCase boundaries ("bulkDelete", "hard_delete", "db/DROP-table").
+// camelCase boundaries ("bulkDelete", "hard_delete", "db/DROP-table"),
+// after dropping the nonspacing marks that would split "d\u0335elete".
 func words(s string) []string {
-	s = Clean(s)
+	if !printableASCII(s) {
+		s = bare(s)
+	} else {
+		s = Clean(s)
+	}
 	var out []string
 	var cur []rune
 	flush := func() {

@@ -82,7 +82,9 @@ func (w *wireEnvelope) canonical() (*Envelope, error) {
 	if v.err != nil {
 		return nil, v.err
 	}
-	env.Action.Verb = CanonicalVerb(env.Action.RawVerb, env.Action.Ability, env.Axes.Reversibility)
+	// The verb comes from the ability as cleaned, not as stored (folded):
+	// folding would erase camelCase boundaries ("db/dropTable").
+	env.Action.Verb = CanonicalVerb(env.Action.RawVerb, Clean(raw(w.Action.Ability)), env.Axes.Reversibility)
 	return env, nil
 }
 

@@ -1,7 +1,9 @@
 package holds
 
 import (
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/svc-dev/svc/engine"
 )
@@ -25,28 +27,66 @@ func principalType(s string) (string, bool) {
 	return "", false
 }
 
-// bareID is the folded identity with one <type>: prefix removed, so that
-// "human:alice", "Alice" and "ａｌｉｃｅ" all name alice.
+// maxPrefixLetters bounds the letters of one <word>: prefix that bareID
+// removes.
+const maxPrefixLetters = 32
+
+// bareID is the folded identity with every leading <word>: prefix removed
+// (a word of at most 32 letters, a principal type or not, or nothing), so
+// that "human:alice", "human::alice", "human:human:alice", "user:alice",
+// "Alice" and "ａｌｉｃｅ" all name alice.
 func bareID(s string) string {
 	f := engine.Fold(s)
-	if t, rest, ok := strings.Cut(f, ":"); ok {
-		if _, known := principalType(t); known {
-			return strings.TrimSpace(rest)
+	for {
+		word, rest, ok := strings.Cut(f, ":")
+		if !ok || !prefixWord(strings.TrimSpace(word)) {
+			return f
+		}
+		f = strings.TrimSpace(rest)
+	}
+}
+
+// prefixWord reports whether s is at most maxPrefixLetters letters (none
+// included).
+func prefixWord(s string) bool {
+	n := 0
+	for _, r := range s {
+		if n++; n > maxPrefixLetters || !unicode.IsLetter(r) {
+			return false
 		}
 	}
-	return f
+	return true
+}
+
+// names are the identities s may stand for: its bare id and, for an
+// email-like bare id local@domain, also local, without a +tag
+// ("alice@example.com" and "alice+bot@example.com" name alice). Refusing an
+// approver whose local part merely coincides is the fail-closed direction.
+func names(s string) []string {
+	id := bareID(s)
+	out := []string{id}
+	if local, _, ok := strings.Cut(id, "@"); ok {
+		local, _, _ = strings.Cut(local, "+")
+		if local = strings.TrimSpace(local); local != "" && local != id {
+			out = append(out, local)
+		}
+	}
+	return out
 }
 
 // isActor reports whether p is the requesting agent of a hold or the
-// principal it acts for, whatever p's type.
+// principal it acts for, whatever p's type: whether any name of p is a name
+// of agent.id or agent.on_behalf_of.
 func isActor(a engine.Agent, p engine.Principal) bool {
-	who := bareID(p.ID)
-	if who == "" {
+	who := names(p.ID)
+	if who[0] == "" {
 		return true // an identity that folds to nothing cannot be told apart: refuse
 	}
 	for _, actor := range []string{a.ID, a.OnBehalfOf} {
-		if bareID(actor) == who {
-			return true
+		for _, name := range names(actor) {
+			if name != "" && slices.Contains(who, name) {
+				return true
+			}
 		}
 	}
 	return false
