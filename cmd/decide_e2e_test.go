@@ -1,6 +1,8 @@
 package cmd_test
 
 import (
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/mattn/go-sqlite3" // reads the audit mirror
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -415,4 +418,27 @@ func TestDecideCLIExitCodes(t *testing.T) {
 	assert.Equal(t, 1, code, "a refused envelope is a deny")
 	code, _ = run("http://127.0.0.1:1", envelope(nil))
 	assert.Equal(t, 3, code)
+}
+
+// TestUnwritableAuditLogDenyIsInTheMirror: when the audit file cannot be
+// written, the fail-closed deny is still recorded in the SQLite mirror,
+// marked degraded.
+func TestUnwritableAuditLogDenyIsInTheMirror(t *testing.T) {
+	env := baseEnv(t)
+	env["SVC_AUDIT_LOG"] = t.TempDir() // a directory cannot be appended to
+	p := startEngine(t, env)
+	r := p.decide(t, envelope(nil))
+	require.Equal(t, 500, r.Status)
+
+	db, err := sql.Open("sqlite3", "file:"+env["SVC_HOLDS_PATH"]+"?mode=ro")
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, db.Close()) }()
+	var body string
+	require.NoError(t, db.QueryRow(`SELECT body FROM audit WHERE kind = 'decision' AND decision_id = ?`,
+		r.str("decision_id")).Scan(&body), "the deny is in the mirror")
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &rec))
+	assert.Equal(t, "deny", rec["verdict"])
+	assert.Equal(t, true, rec["degraded"])
+	assert.Contains(t, rec["audit_error"], env["SVC_AUDIT_LOG"])
 }

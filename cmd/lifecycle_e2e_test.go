@@ -3,6 +3,8 @@ package cmd_test
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -125,6 +127,69 @@ func TestAnsweredDecisionsSurviveAKill(t *testing.T) {
 			h := q.call(t, "GET", "/v1/holds/"+holdID, nil)
 			require.Equal(t, 200, h.Status, "%v", h.Body)
 			assert.Equal(t, "pending", h.str("status"))
+		})
+	}
+}
+
+// TestDatabaseRemovedWhileServingDenies removes the database (svc.db and
+// its -wal and -shm) under a running svc: it must not keep answering into
+// the unlinked file, whose charges, holds and freeze flag a restart would
+// lose. Every decision is denied from then on, the removal is logged once,
+// and each deny is in the audit file, marked degraded.
+func TestDatabaseRemovedWhileServingDenies(t *testing.T) {
+	env := baseEnv(t)
+	p := startEngine(t, env)
+	require.Equal(t, 200, p.decide(t, envelope(nil)).Status)
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		require.NoError(t, os.Remove(env["SVC_HOLDS_PATH"]+suffix))
+	}
+
+	denied := map[string]bool{}
+	for range 3 {
+		r := p.decide(t, envelope(nil))
+		require.Equal(t, 500, r.Status, "%v", r.Body)
+		assert.Equal(t, "deny", r.str("decision"))
+		assert.Equal(t, "svc.core/internal_error", r.str("rule"))
+		denied[r.str("decision_id")] = true
+	}
+	assert.Len(t, p.logsWith("ledger database removed or replaced while svc runs: every decision is denied until svc is restarted"), 1)
+	for _, rec := range auditLines(t, env["SVC_AUDIT_LOG"])[1:] {
+		assert.True(t, denied[rec["decision_id"].(string)], "only the denies follow the removal: %v", rec)
+		assert.Equal(t, "deny", rec["verdict"])
+		assert.Equal(t, true, rec["degraded"])
+		assert.Contains(t, rec["audit_error"], "database file removed or replaced")
+	}
+	assert.Len(t, auditLines(t, env["SVC_AUDIT_LOG"]), 4)
+}
+
+// TestAuditLogRotatedWhileServing rotates the audit file the way logrotate
+// does (rename, or remove) under a running svc: the next decisions go to a
+// new file at the configured path, none is lost in the old one.
+func TestAuditLogRotatedWhileServing(t *testing.T) {
+	for _, rotated := range []string{"audit.jsonl.1", ""} {
+		t.Run(map[string]string{"": "removed", "audit.jsonl.1": "renamed"}[rotated], func(t *testing.T) {
+			env := baseEnv(t)
+			path := env["SVC_AUDIT_LOG"]
+			p := startEngine(t, env)
+			first := p.decide(t, envelope(nil)).str("decision_id")
+			if rotated == "" {
+				require.NoError(t, os.Remove(path))
+			} else {
+				rotated = filepath.Join(filepath.Dir(path), rotated)
+				require.NoError(t, os.Rename(path, rotated))
+			}
+			r := p.decide(t, envelope(nil))
+			require.Equal(t, 200, r.Status, "%v", r.Body)
+
+			lines := auditLines(t, path)
+			require.Len(t, lines, 1, "the new file at the path holds the decision made since")
+			assert.Equal(t, r.str("decision_id"), lines[0]["decision_id"])
+			if rotated != "" {
+				old := auditLines(t, rotated)
+				require.Len(t, old, 1)
+				assert.Equal(t, first, old[0]["decision_id"])
+			}
+			assert.Len(t, p.logsWith("audit log: the file was removed or renamed (rotated); reopening it at its path"), 1)
 		})
 	}
 }

@@ -90,8 +90,39 @@ func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (Decisio
 	if err != nil {
 		status = e.failClosed(out, internalFault("audit record could not be written", err))
 		ev = e.decisionEvent(req.Envelope, req, out)
+		e.recordDegraded(ctx, ev, err)
 	}
 	return ev, status
+}
+
+// degradedTimeout bounds the wait for the record of a deny whose commit
+// failed.
+const degradedTimeout = 2 * time.Second
+
+// DegradedDecisionEvent is the record of a fail-closed deny whose regular
+// commit failed, written best effort to whichever sink of the audit log
+// still works (Journal.RecordDegraded): the decision event, marked.
+type DegradedDecisionEvent struct {
+	DecisionEvent
+	// Degraded is always true: the record was written outside a commit,
+	// and may be missing from the other sink.
+	Degraded bool `json:"degraded"`
+	// AuditError is why the commit failed; it names the sink that failed.
+	AuditError string `json:"audit_error"`
+}
+
+// recordDegraded puts the fail-closed deny ev, whose commit failed with
+// cause, on record in whichever sink of the audit log still works. It
+// cannot change the answer, and waits at most degradedTimeout, even for a
+// caller that has gone.
+func (e *Engine) recordDegraded(ctx context.Context, ev DecisionEvent, cause error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), degradedTimeout)
+	defer cancel()
+	rec := DegradedDecisionEvent{DecisionEvent: ev, Degraded: true, AuditError: cause.Error()}
+	if err := e.deps.Recorder.RecordDegraded(ctx, EventDecision, rec); err != nil {
+		e.deps.Logger.Error().Err(err).Str("decision_id", ev.DecisionID).
+			Msg("fail-closed deny recorded in no audit sink")
+	}
 }
 
 // commit puts the decision on record: its audit records, its charge and its

@@ -2,8 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,6 +65,106 @@ func TestDecisionPathFaultsDenyOnRecord(t *testing.T) {
 			require.Len(t, rows, 1, "the deny is on record")
 			assert.Equal(t, d.DecisionID, rows[0].DecisionID)
 			assert.Contains(t, string(rows[0].Body), `"verdict":"deny"`)
+		})
+	}
+}
+
+// degradedRecord is what a test reads of a fail-closed deny recorded
+// outside a commit.
+type degradedRecord struct {
+	DecisionID string `json:"decision_id"`
+	Verdict    string `json:"verdict"`
+	RuleID     string `json:"rule_id"`
+	Degraded   bool   `json:"degraded"`
+	AuditError string `json:"audit_error"`
+}
+
+// lastFileRecord returns the last line of the pipeline's JSONL file.
+func (p *pipeline) lastFileRecord(t *testing.T) degradedRecord {
+	t.Helper()
+	body, err := os.ReadFile(p.auditPath())
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	var rec degradedRecord
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rec))
+	return rec
+}
+
+// lastMirrorRecord returns the last decision row of the mirror.
+func (p *pipeline) lastMirrorRecord(t *testing.T) degradedRecord {
+	t.Helper()
+	rows, err := p.audit.Records(context.Background(), engine.EventDecision)
+	require.NoError(t, err)
+	require.NotEmpty(t, rows)
+	var rec degradedRecord
+	require.NoError(t, json.Unmarshal(rows[len(rows)-1].Body, &rec))
+	return rec
+}
+
+// lockDB holds an exclusive lock on the pipeline's database from another
+// connection until the test ends, as another process could: every write
+// fails once SQLite's busy timeout (5 s) has passed.
+func lockDB(t *testing.T, p *pipeline) {
+	t.Helper()
+	ctx := context.Background()
+	other, err := sql.Open("sqlite3", p.db.Path())
+	require.NoError(t, err)
+	conn, err := other.Conn(ctx)
+	require.NoError(t, err)
+	_, err = conn.ExecContext(ctx, "BEGIN EXCLUSIVE")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := conn.ExecContext(ctx, "ROLLBACK")
+		assert.NoError(t, err)
+		assert.NoError(t, conn.Close())
+		assert.NoError(t, other.Close())
+	})
+}
+
+func (p *pipeline) auditPath() string { return filepath.Join(filepath.Dir(p.db.Path()), "audit.jsonl") }
+
+// When a decision's commit fails in one sink of the audit log, its
+// fail-closed deny is still recorded, marked degraded, in the sink that
+// works.
+func TestFailedCommitDenyIsInTheSinkThatWorks(t *testing.T) {
+	cases := []struct {
+		name     string
+		fault    func(t *testing.T, p *pipeline)
+		read     func(p *pipeline, t *testing.T) degradedRecord
+		auditErr string
+	}{
+		{"mirror refuses", func(t *testing.T, p *pipeline) {
+			_, err := p.db.SQL().ExecContext(context.Background(), "DROP TABLE audit")
+			require.NoError(t, err)
+		}, (*pipeline).lastFileRecord, "mirror audit batch"},
+		{"database file removed", func(t *testing.T, p *pipeline) {
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				require.NoError(t, os.Remove(p.db.Path()+suffix))
+			}
+		}, (*pipeline).lastFileRecord, "database file removed or replaced"},
+		{"audit file unwritable", func(t *testing.T, p *pipeline) {
+			require.NoError(t, os.Remove(p.auditPath()))
+			require.NoError(t, os.Mkdir(p.auditPath(), 0o700))
+		}, (*pipeline).lastMirrorRecord, "open audit log"},
+		{"database locked past the busy timeout", lockDB, (*pipeline).lastFileRecord, "database is locked"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPipeline(t, realOPA(t), nil)
+			require.Equal(t, engine.Allow, p.decide(t, "s", "read", 1).Decision)
+			c.fault(t, p)
+			start := time.Now()
+			d, status := p.decideStatus(t, "s", "read", 1, "staging", "reversible", "single")
+			assert.Less(t, time.Since(start), 10*time.Second, "the busy timeout, then a bounded best effort")
+			require.Equal(t, 500, status)
+			require.Equal(t, engine.Deny, d.Decision)
+
+			rec := c.read(p, t)
+			assert.Equal(t, d.DecisionID, rec.DecisionID, "the deny is on record")
+			assert.Equal(t, engine.Deny, rec.Verdict)
+			assert.Equal(t, engine.RuleInternalError, rec.RuleID)
+			assert.True(t, rec.Degraded)
+			assert.Contains(t, rec.AuditError, c.auditErr)
 		})
 	}
 }

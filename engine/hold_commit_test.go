@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -88,4 +89,34 @@ func TestConcurrentRedemptionsConsumeTheHoldOnce(t *testing.T) {
 	require.Len(t, rows, 2, "the creation and the one consumption")
 	assert.Contains(t, string(rows[0].Body), `"status":"pending"`)
 	assert.Contains(t, string(rows[1].Body), `"status":"consumed"`)
+}
+
+// A re-submission whose commit fails is denied: the hold stays approved,
+// the file shows no allow for it, and the deny is recorded, marked
+// degraded, in the sink that still works.
+func TestFailedRedemptionDenyIsOnRecord(t *testing.T) {
+	p := newPipeline(t, realOPA(t), nil)
+	held := p.decideIn(t, "s", "delete", 1, "production", "irreversible", "broad")
+	require.Equal(t, engine.RequireApproval, held.Decision)
+	_, err := p.holds.Resolve(context.Background(), held.HoldID, holds.Resolution{
+		Status: engine.HoldApproved, By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, Now: time.Now(),
+	})
+	require.NoError(t, err)
+	_, err = p.db.SQL().ExecContext(context.Background(), "DROP TABLE audit")
+	require.NoError(t, err)
+
+	d := p.resubmit(t, "s", held.HoldID)
+	assert.Equal(t, engine.Deny, d.Decision)
+	assert.Equal(t, engine.RuleInternalError, d.Rule)
+	h, err := p.holds.Get(context.Background(), held.HoldID, time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, engine.HoldApproved, h.Status, "the consumption is not stored")
+
+	body, err := os.ReadFile(p.auditPath())
+	require.NoError(t, err)
+	assert.NotContains(t, string(body), `"verdict":"allow"`)
+	rec := p.lastFileRecord(t)
+	assert.Equal(t, d.DecisionID, rec.DecisionID)
+	assert.Equal(t, engine.Deny, rec.Verdict)
+	assert.True(t, rec.Degraded)
 }

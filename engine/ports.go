@@ -61,6 +61,12 @@ type Journal interface {
 	// was stored. A consumption of a hold that is no longer approved and
 	// unexpired fails with ErrConflict.
 	Commit(ctx context.Context, e Entry) error
+	// RecordDegraded records, best effort, the record of a decision whose
+	// Commit failed (its fail-closed deny): to each sink of the audit log
+	// on its own (the JSONL file; the SQLite mirror), so that it reaches
+	// whichever still works. It succeeds if either stored it, stores no
+	// charge or hold, and returns by ctx's deadline or soon after.
+	RecordDegraded(ctx context.Context, kind string, record any) error
 }
 
 // Entry is what one decision puts on record.

@@ -35,6 +35,13 @@ var errClosed = errors.New("audit log closed")
 // Under DurabilityOS a batch is written without being flushed to disk, and
 // a background loop queues a flush request every FlushInterval, which the
 // leader of the batch it joins carries out after committing (audit_flush.go).
+//
+// Each batch checks that the file and the database are still the ones at
+// their paths: a file removed or rotated away is re-created at its path
+// (jsonl.current), a database removed or replaced fails the batch
+// (DB.checkFile). When a batch fails, RecordDegraded puts the engine's
+// fail-closed deny in whichever of the two still works, and lines of the
+// batch that cannot be truncated away are voided (audit_degraded.go).
 type Audit struct {
 	db     *DB
 	insert *sql.Stmt
@@ -47,6 +54,9 @@ type Audit struct {
 	// once it is set, every batch is refused (flush). Only the leader
 	// touches it.
 	flushErr error
+	// fileGone is set once the removal of the database file has been
+	// logged (noteFileGone). Only the leader touches it.
+	fileGone bool
 	stop     chan struct{} // closed by Close to end the flush loop
 	stopped  chan struct{} // closed when the flush loop has ended
 
@@ -76,13 +86,15 @@ type HoldRows interface {
 // entry is one caller's records, charge and hold write, waiting for their
 // batch.
 type entry struct {
-	lines   []line
-	charge  *engine.Charge      // nil when there is none
-	create  *engine.Hold        // nil when there is none
-	consume *engine.Consumption // nil when there is none
-	err     error               // its hold write failed (holdWrites); it is not in the batch
-	flush   bool                // a flush request, without records
-	done    chan signal         // receives lead (at most once), then the result
+	lines    []line
+	charge   *engine.Charge      // nil when there is none
+	create   *engine.Hold        // nil when there is none
+	consume  *engine.Consumption // nil when there is none
+	err      error               // its hold write failed (holdWrites); it is not in the batch
+	flush    bool                // a flush request, without records
+	degraded bool                // a RecordDegraded: its lines go to each sink on its own (salvage)
+	deadline time.Time           // of a degraded entry's mirror write; zero when its caller set none
+	done     chan signal         // receives lead (at most once), then the result
 }
 
 // line is one record, marshalled.
@@ -238,6 +250,8 @@ func decisionIDOf(record any, line []byte) string {
 	switch r := record.(type) {
 	case engine.DecisionEvent:
 		return r.DecisionID
+	case engine.DegradedDecisionEvent:
+		return r.DecisionID
 	case engine.HoldEvent:
 		return r.DecisionID
 	}
@@ -250,6 +264,22 @@ func decisionIDOf(record any, line []byte) string {
 	return ids.DecisionID
 }
 
+// split separates the records of batch from its degraded records and its
+// flush requests.
+func split(batch []*entry) (records, degraded, flushes []*entry) {
+	for _, e := range batch {
+		switch {
+		case e.flush:
+			flushes = append(flushes, e)
+		case e.degraded:
+			degraded = append(degraded, e)
+		default:
+			records = append(records, e)
+		}
+	}
+	return records, degraded, flushes
+}
+
 // lead commits everything queued, which includes the leader's own entry,
 // answers each caller, then hands leadership to the oldest queued caller or
 // gives it up.
@@ -259,10 +289,11 @@ func (a *Audit) lead(ctx context.Context) {
 	a.queue = nil
 	a.mu.Unlock()
 
-	records, flushes := splitFlushes(batch)
+	records, degraded, flushes := split(batch)
 	err := a.flushErr
 	if err == nil && len(records) > 0 {
 		err = a.commit(ctx, records)
+		a.noteFileGone(err)
 	}
 	a.updateChargeCache(records, err)
 	for _, e := range records {
@@ -271,6 +302,9 @@ func (a *Audit) lead(ctx context.Context) {
 			continue
 		}
 		e.done <- signal{err: err}
+	}
+	if len(degraded) > 0 {
+		a.salvage(ctx, degraded)
 	}
 	if len(flushes) > 0 {
 		ferr := a.flush()

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -19,10 +18,14 @@ import (
 // batch created removed and those it consumed re-opened), so that an error
 // means neither copy holds the batch, short of a crash in between or a
 // failed undo, which is logged: a charge that stays then only tightens a
-// budget (see docs/holds.md for holds).
+// budget (see docs/holds.md for holds), and lines that stay are voided
+// (void).
 func (a *Audit) commit(ctx context.Context, batch []*entry) error {
 	var file <-chan appended
-	rows, mirrorErr := a.mirror(ctx, batch, func(live []*entry) { file = a.appendAsync(live) })
+	var written []*entry
+	rows, mirrorErr := a.mirror(ctx, batch, func(live []*entry) {
+		written, file = live, a.appendAsync(live)
+	})
 	if file == nil {
 		return mirrorErr
 	}
@@ -31,9 +34,14 @@ func (a *Audit) commit(ctx context.Context, batch []*entry) error {
 	case f.err == nil && mirrorErr == nil:
 		return nil
 	case f.err == nil:
-		a.file.rollback(f.size)
+		if err := a.file.rollback(f.size); err != nil {
+			a.void(written, err)
+		}
 		return mirrorErr
-	case mirrorErr == nil:
+	case errors.Is(f.err, errLinesKept):
+		a.void(written, f.err)
+	}
+	if mirrorErr == nil {
 		a.undo(ctx, rows)
 	}
 	return errors.Join(f.err, mirrorErr)
@@ -52,16 +60,10 @@ func (a *Audit) appendAsync(batch []*entry) <-chan appended {
 	if a.file == nil || len(batch) == 0 {
 		return nil
 	}
-	var buf bytes.Buffer
-	for _, e := range batch {
-		for _, l := range e.lines {
-			buf.Write(l.body)
-			buf.WriteByte('\n')
-		}
-	}
+	buf := joinLines(batch)
 	done := make(chan appended, 1)
 	go func() {
-		size, err := a.file.append(buf.Bytes())
+		size, err := a.file.append(buf)
 		done <- appended{size, err}
 	}()
 	return done

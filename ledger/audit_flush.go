@@ -27,18 +27,6 @@ func (a *Audit) flushLoop(interval time.Duration) {
 	}
 }
 
-// splitFlushes separates the flush requests of batch from its records.
-func splitFlushes(batch []*entry) (records, flushes []*entry) {
-	for _, e := range batch {
-		if e.flush {
-			flushes = append(flushes, e)
-		} else {
-			records = append(records, e)
-		}
-	}
-	return records, flushes
-}
-
 // flush puts on disk everything committed so far: the JSONL lines and the
 // database's write-ahead log. A failure sticks: once an fsync has failed,
 // the kernel may have dropped the pages it could not write back (or marked

@@ -8,6 +8,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -29,7 +30,12 @@ import (
 // queries that stores on this database issue as SQL text (the hold store's
 // reads and its writes in a decision's transaction) are prepared once per
 // connection, like the statements this package prepares itself.
-const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=1&_stmt_cache_size=32"
+const pragmas = "_journal_mode=WAL&_busy_timeout=" + busyTimeoutMS +
+	"&_txlock=immediate&_foreign_keys=1&_stmt_cache_size=32"
+
+// busyTimeoutMS is how long, in milliseconds, a connection waits for a lock
+// that another process holds on the database.
+const busyTimeoutMS = "5000"
 
 // Durability is when a commit of the decision path counts as stored, and so
 // when svc may answer the decision (SVC_DURABILITY).
@@ -89,7 +95,8 @@ type DB struct {
 	db         *sql.DB
 	path       string
 	durability Durability
-	temp       string // private directory removed on Close; "" for a durable path
+	temp       string      // private directory removed on Close; "" for a durable path
+	file       os.FileInfo // the database file as opened, to detect its removal (checkFile)
 
 	// writer serialises this package's write transactions in Go: SQLite's
 	// busy handler, which would otherwise queue them, polls with sleeps of
@@ -144,7 +151,12 @@ func (db *DB) open(ctx context.Context) error {
 	if err := sqlDB.PingContext(ctx); err != nil {
 		return err
 	}
-	return db.migrate(ctx)
+	if err := db.migrate(ctx); err != nil {
+		return err
+	}
+	// The migrations have written the file, so it exists now.
+	db.file, err = os.Stat(db.path)
+	return err
 }
 
 // migrate applies, in name order, every embedded migration not yet recorded
@@ -194,20 +206,88 @@ func (db *DB) migrateFile(ctx context.Context, name string) error {
 	return tx.Commit()
 }
 
-// write runs fn in a write transaction and commits it if fn succeeds.
+// errFileGone is the error of a write to a database whose file was removed
+// or replaced while svc ran.
+var errFileGone = errors.New("database file removed or replaced while svc runs")
+
+// checkFile reports errFileGone when the database's path no longer names
+// the file opened, or its write-ahead log is missing. SQLite keeps writing
+// to the descriptors it holds, so a deleted database would take every
+// charge, hold and freeze flag written since with it at the next start.
+// During a write transaction SQLite has the log open, and so created; only
+// its removal can make it missing then.
+func (db *DB) checkFile() error {
+	fi, err := os.Stat(db.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("ledger %s: %w: the file is missing", db.path, errFileGone)
+	case err != nil:
+		return fmt.Errorf("ledger %s: %w", db.path, err)
+	case !os.SameFile(fi, db.file):
+		return fmt.Errorf("ledger %s: %w: the path names another file", db.path, errFileGone)
+	}
+	if _, err := os.Stat(db.path + "-wal"); err != nil {
+		return fmt.Errorf("ledger %s: %w: its write-ahead log: %w", db.path, errFileGone, err)
+	}
+	return nil
+}
+
+// write runs fn in a write transaction and commits it if fn succeeds and
+// the database file is still the one opened (checkFile): one stat of each
+// file per transaction, taken after fn so that it covers the whole
+// transaction but its commit.
 func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.writeTx(ctx, db.db.BeginTx, fn)
+}
+
+// writeWithin is write, waiting for a lock that another process holds on
+// the database only until ctx's deadline rather than for busyTimeoutMS:
+// SQLite's busy wait ignores the context.
+func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return db.write(ctx, fn)
+	}
+	conn, err := db.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, db.release(conn)) }()
+	wait := max(time.Until(deadline).Milliseconds(), 1)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", wait)); err != nil {
+		return err
+	}
+	return db.writeTx(ctx, conn.BeginTx, fn)
+}
+
+// release restores conn's busy timeout and returns it to the pool, or
+// discards it if the timeout cannot be restored.
+func (db *DB) release(conn *sql.Conn) error {
+	_, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = "+busyTimeoutMS)
+	if err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closes it
+	}
+	return errors.Join(err, conn.Close())
+}
+
+// writeTx is write on a transaction begun by begin.
+func (db *DB) writeTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error),
+	fn func(tx *sql.Tx) error) error {
 	select {
 	case db.writer <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-db.writer }()
-	tx, err := db.db.BeginTx(ctx, nil)
+	tx, err := begin(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
 	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := db.checkFile(); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -12,19 +12,25 @@ import (
 // jsonl is the append-only audit file. Only the group-commit leader touches
 // it, so it needs no lock of its own.
 type jsonl struct {
-	path  string
-	log   zerolog.Logger
-	sync  bool                 // fsync every append (DurabilityFull); else flush does
-	fsync func(*os.File) error // (*os.File).Sync; tests inject faults
-	f     *os.File             // nil until opened, and again after a failure
-	torn  bool                 // the file ends in a partial line (a crash mid-write)
-	dirty bool                 // holds acknowledged lines not fsynced yet
+	path     string
+	log      zerolog.Logger
+	sync     bool                        // fsync every append (DurabilityFull); else flush does
+	fsync    func(*os.File) error        // (*os.File).Sync; tests inject faults
+	truncate func(*os.File, int64) error // (*os.File).Truncate; tests inject faults
+	f        *os.File                    // nil until opened, and again after a failure
+	torn     bool                        // the file ends in a partial line (a crash mid-write)
+	dirty    bool                        // holds acknowledged lines not fsynced yet
+	lost     error                       // a rotated file's failed sync, which flush reports
 }
+
+// errLinesKept marks a failed append whose lines could not be removed: the
+// file may hold some or all of them.
+var errLinesKept = errors.New("the lines could not be removed from the file")
 
 // newJSONL returns the audit file at path, fsynced on every append when
 // sync is set.
 func newJSONL(path string, sync bool, log zerolog.Logger) *jsonl {
-	return &jsonl{path: path, log: log, sync: sync, fsync: (*os.File).Sync}
+	return &jsonl{path: path, log: log, sync: sync, fsync: (*os.File).Sync, truncate: (*os.File).Truncate}
 }
 
 // open opens the file if it is not open yet. Every append calls it, so an
@@ -79,37 +85,98 @@ func endsTorn(path string) bool {
 // append writes buf, which holds whole lines, and syncs it to disk unless
 // the file is flushed in the background (DurabilityOS). It returns the size
 // of the file before the write, for rollback. On failure the partial write
-// is rolled back, so lines never merge.
+// is rolled back, so lines never merge; if that fails too, the error wraps
+// errLinesKept.
 func (j *jsonl) append(buf []byte) (int64, error) {
-	if err := j.open(); err != nil {
-		return 0, err
-	}
-	fi, err := j.f.Stat()
+	return j.write(buf, j.sync)
+}
+
+// write is append, syncing buf to disk when sync is set whatever the
+// durability.
+func (j *jsonl) write(buf []byte, sync bool) (int64, error) {
+	fi, err := j.current()
 	if err != nil {
-		j.drop()
-		return 0, fmt.Errorf("append audit log %s: %w", j.path, err)
+		return 0, err
 	}
 	size := fi.Size()
 	if j.torn {
 		buf = append([]byte{'\n'}, buf...)
 	}
 	_, err = j.f.Write(buf)
-	if err == nil && j.sync {
+	if err == nil && sync {
 		err = j.fsync(j.f)
 	}
 	if err != nil {
-		j.rollback(size)
+		if rerr := j.rollback(size); rerr != nil {
+			err = errors.Join(err, errLinesKept)
+		}
 		return 0, fmt.Errorf("append audit log %s: %w", j.path, err)
 	}
 	j.torn = false
-	j.dirty = j.dirty || !j.sync
+	j.dirty = !sync
 	return size, nil
+}
+
+// current opens the file if needed and returns the state of the open one.
+// If the path no longer names it (the file was removed, or renamed away by
+// a log rotation), lines written to it would be lost or land in the rotated
+// file: it is synced if need be, closed, and the file at the path opened
+// (created if missing). One stat of the path per batch.
+func (j *jsonl) current() (os.FileInfo, error) {
+	if err := j.open(); err != nil {
+		return nil, err
+	}
+	fi, err := j.f.Stat()
+	if err != nil {
+		j.drop()
+		return nil, fmt.Errorf("append audit log %s: %w", j.path, err)
+	}
+	if at, err := os.Stat(j.path); err == nil && os.SameFile(fi, at) {
+		return fi, nil
+	}
+	j.log.Warn().Str("path", j.path).Msg("audit log: the file was removed or renamed (rotated); reopening it at its path")
+	if err := j.release(); err != nil {
+		return nil, err
+	}
+	if err := j.open(); err != nil {
+		return nil, err
+	}
+	if fi, err = j.f.Stat(); err != nil {
+		j.drop()
+		return nil, fmt.Errorf("append audit log %s: %w", j.path, err)
+	}
+	return fi, nil
+}
+
+// release closes a file that is no longer at the path, first syncing to disk
+// the lines written to it without a sync (DurabilityOS): they stay in the
+// rotated file. A failed sync is kept for flush to report, so that it
+// fails the audit log as any failed flush does.
+func (j *jsonl) release() error {
+	if j.dirty {
+		if err := j.fsync(j.f); err != nil {
+			j.drop()
+			j.lost = fmt.Errorf("flush rotated audit log %s: %w", j.path, err)
+			return j.lost
+		}
+		j.dirty = false
+	}
+	if err := j.f.Close(); err != nil {
+		j.f = nil
+		return fmt.Errorf("close rotated audit log %s: %w", j.path, err)
+	}
+	j.f = nil
+	return nil
 }
 
 // flush syncs to disk what was written since the last successful flush,
 // reopening the file if a failed write closed it. After a failure the file
-// is closed, as its state is unknown.
+// is closed, as its state is unknown. Once a rotated file could not be
+// synced (release), flush fails for good.
 func (j *jsonl) flush() error {
+	if j.lost != nil {
+		return j.lost
+	}
 	if !j.dirty {
 		return nil
 	}
@@ -128,18 +195,21 @@ func (j *jsonl) flush() error {
 // were not acknowledged, syncs it (which also flushes the lines before
 // them) and closes it: after a failed write or fsync the descriptor's state
 // is unknown, and the next append reopens the file and re-checks its tail.
-func (j *jsonl) rollback(size int64) {
-	err := j.f.Truncate(size)
+// When the lines cannot be removed (an append-only file refuses truncation)
+// it logs and returns the error: the caller voids them (Audit.void).
+func (j *jsonl) rollback(size int64) error {
+	err := j.truncate(j.f, size)
 	if err == nil {
 		err = j.fsync(j.f)
 	}
+	j.drop()
 	if err != nil {
 		j.log.Error().Err(err).Str("path", j.path).
 			Msg("audit log: cannot remove lines of a failed batch; they are not acknowledged")
-	} else {
-		j.dirty = false
+		return fmt.Errorf("roll back audit log %s: %w", j.path, err)
 	}
-	j.drop()
+	j.dirty = false
+	return nil
 }
 
 // close flushes the file and closes it if open.
