@@ -125,7 +125,13 @@ func gateEngine(t *testing.T, url, caFile, cacheSeconds, timeout string) (*engin
 
 func (p *engineProc) decideGate(t *testing.T, cred, gate string) response {
 	t.Helper()
-	req, err := http.NewRequest("POST", p.URL+"/v1/decide", jsonReader(t, envelope(nil)))
+	return p.decideGateWith(t, cred, gate, envelope(nil))
+}
+
+// decideGateWith posts body to /v1/decide with cred, declaring gate.
+func (p *engineProc) decideGateWith(t *testing.T, cred, gate string, body any) response {
+	t.Helper()
+	req, err := http.NewRequest("POST", p.URL+"/v1/decide", jsonReader(t, body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+cred)
 	if gate != "" {
@@ -177,6 +183,52 @@ func TestGateCredentials(t *testing.T) {
 	lines := auditLines(t, env["SVC_AUDIT_LOG"])
 	require.NotEmpty(t, lines)
 	assert.Equal(t, "gate-a", lines[0]["gate"], "the gate id is in the audit line")
+}
+
+// TestRedemptionBindsTheGate: a hold raised through one gate is redeemed
+// only through that gate: not by another gate's credential, nor by
+// SVC_AUTH_TOKEN; and a hold raised with SVC_AUTH_TOKEN not through a gate.
+func TestRedemptionBindsTheGate(t *testing.T) {
+	ca := newTestCA(t)
+	portal := newPortal(t, ca)
+	portal.set("cred-a", "gate-a")
+	portal.set("cred-b", "gate-b")
+	p, _ := holdsEngine(t, map[string]string{
+		"SVC_GATE_INTROSPECTION_URL":       portal.srv.URL,
+		"SVC_GATE_INTROSPECTION_CA_BUNDLE": ca.file(t),
+		"SVC_GATE_INTROSPECTION_AUTH":      "Bearer portal-secret",
+	})
+	r := p.decideGateWith(t, "cred-a", "gate-a", heldEnvelope(nil))
+	require.Equal(t, "require_approval", r.str("decision"), "%v", r.Body)
+	viaGate := r.str("hold_id")
+	hold := p.call(t, "GET", "/v1/holds/"+viaGate, nil)
+	assert.Equal(t, "gate-a", hold.str("gate"), "the hold shows the gate it was raised through")
+	viaToken, _ := raiseHold(t, p, map[string]any{"agent.session_id": "s-token"})
+	for _, id := range []string{viaGate, viaToken} {
+		require.Equal(t, 200, resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"}).Status)
+	}
+
+	refused := []struct {
+		name        string
+		cred, gate  string
+		hold        string
+		sessionEdit map[string]any
+	}{
+		{"another gate", "cred-b", "gate-b", viaGate, nil},
+		{"SVC_AUTH_TOKEN for a gate's hold", "adapter-token", "", viaGate, nil},
+		{"a gate for SVC_AUTH_TOKEN's hold", "cred-a", "gate-a", viaToken, map[string]any{"agent.session_id": "s-token"}},
+	}
+	for _, c := range refused {
+		d := p.decideGateWith(t, c.cred, c.gate, resubmission(c.hold, c.sessionEdit))
+		assert.Equal(t, "deny", d.str("decision"), c.name)
+		assert.Equal(t, "svc_hold_actor_mismatch", d.str("reason"), c.name)
+	}
+	assert.Equal(t, "approved", p.call(t, "GET", "/v1/holds/"+viaGate, nil).str("status"), "refusals never consume")
+
+	d := p.decideGateWith(t, "cred-a", "gate-a", resubmission(viaGate, nil))
+	assert.Equal(t, "allow", d.str("decision"), "%v", d.Body)
+	d = p.decideGateWith(t, "adapter-token", "", resubmission(viaToken, map[string]any{"agent.session_id": "s-token"}))
+	assert.Equal(t, "allow", d.str("decision"), "%v", d.Body)
 }
 
 func TestGateWithoutAuthTokenKeepsHoldRoutesClosed(t *testing.T) {

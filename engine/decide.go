@@ -79,7 +79,7 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (DecisionEvent, int) {
 	defer e.locks.lock(req.Envelope.Agent.SessionID)()
 	status := http.StatusOK
-	if err := e.safeDecide(ctx, req.Envelope, out); err != nil {
+	if err := e.safeDecide(ctx, req, out); err != nil {
 		status = e.failClosed(out, err)
 	}
 	ev, err := e.commit(ctx, req, out)
@@ -166,13 +166,13 @@ func (e *Engine) holdWriteFailed(ctx context.Context, out *outcome, err error) i
 
 // safeDecide runs decide and turns a panic in any part it calls (an
 // evaluator, a store) into a fault, so the deny it becomes is still audited.
-func (e *Engine) safeDecide(ctx context.Context, env *Envelope, out *outcome) (err error) {
+func (e *Engine) safeDecide(ctx context.Context, req Request, out *outcome) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = internalFault("engine fault", fmt.Errorf("panic: %v", p))
 		}
 	}()
-	return e.decide(ctx, env, out)
+	return e.decide(ctx, req, out)
 }
 
 // failClosed turns out into an engine-fault deny and logs the cause.
@@ -188,7 +188,8 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 	return http.StatusInternalServerError
 }
 
-func (e *Engine) decide(ctx context.Context, env *Envelope, out *outcome) error {
+func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
+	env := req.Envelope
 	hash, err := env.Hash()
 	if err != nil {
 		return internalFault("envelope hash failed", err)
@@ -204,9 +205,9 @@ func (e *Engine) decide(ctx context.Context, env *Envelope, out *outcome) error 
 	case v.Decision == Deny:
 		return nil // deny wins over everything, an approval included
 	case env.Approval.Present:
-		return e.redeem(ctx, env, out, now)
+		return e.redeem(ctx, req, out, now)
 	case v.Decision == RequireApproval:
-		return e.createHold(env, out, now)
+		return e.createHold(req, out, now)
 	}
 	e.charge(env, out, now)
 	return nil
@@ -260,14 +261,17 @@ func (e *Engine) charge(env *Envelope, out *outcome, now time.Time) {
 	out.charge = &Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
 }
 
-func (e *Engine) createHold(env *Envelope, out *outcome, now time.Time) error {
+// createHold makes the hold a require_approval raises, bound to the
+// envelope, its parameters, its actor and the gate it came through.
+func (e *Engine) createHold(req Request, out *outcome, now time.Time) error {
+	env := req.Envelope
 	paramsHash, err := env.ParamsHash()
 	if err != nil {
 		return holdCreationFault(err)
 	}
 	h := Hold{
 		ID: NewID(), Status: HoldPending, Rule: out.Rule, Reason: out.Reason, Envelope: env,
-		EnvelopeHash: out.EnvelopeHash, ParamsHash: paramsHash,
+		EnvelopeHash: out.EnvelopeHash, ParamsHash: paramsHash, Gate: req.Gate,
 		CreatedTS: now, ExpiresTS: now.Add(e.cfg.HoldTTL), DecisionID: out.DecisionID,
 	}
 	out.HoldID, out.ExpiresTS, out.created = h.ID, FormatTime(h.ExpiresTS), &h

@@ -125,6 +125,7 @@ type Hold struct {
 	Envelope          *Envelope  `json:"envelope"`
 	EnvelopeHash      string     `json:"envelope_hash"`
 	ParamsHash        string     `json:"params_hash"`
+	Gate              string     `json:"gate"` // gate of the portal credential that raised it; "" for SVC_AUTH_TOKEN or none
 	CreatedTS         time.Time  `json:"created_ts"`
 	ExpiresTS         time.Time  `json:"expires_ts"`
 	DecidedBy         *Principal `json:"decided_by"`

@@ -7,11 +7,12 @@ import (
 )
 
 // redeem spends an approved hold on a re-submission. The hold must exist,
-// be bound to the same envelope hash, parameters and actor, and be approved
+// be bound to the same envelope hash, parameters, actor and gate, and be approved
 // and unexpired; consumption is one compare-and-set, made by the commit of
 // the decision (settle handles losing it). A refused re-submission never
 // consumes the hold.
-func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now time.Time) error {
+func (e *Engine) redeem(ctx context.Context, req Request, out *outcome, now time.Time) error {
+	env := req.Envelope
 	id := env.Approval.HoldID
 	if id == "" {
 		e.refuse(out, ReasonHoldNotFound, "approval.present is true but approval.hold_id is missing")
@@ -25,7 +26,7 @@ func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now ti
 	if err != nil {
 		return internalFault("hold store unavailable", err)
 	}
-	if code, why := e.binding(env, out, &h); code != "" {
+	if code, why := e.binding(req, out, &h); code != "" {
 		e.refuse(out, code, why)
 		return nil
 	}
@@ -43,8 +44,11 @@ func (e *Engine) redeem(ctx context.Context, env *Envelope, out *outcome, now ti
 }
 
 // binding checks that the re-submission is the action the hold was raised
-// for, with the same parameters, by the same actor.
-func (e *Engine) binding(env *Envelope, out *outcome, h *Hold) (string, string) {
+// for, with the same parameters, by the same actor, through the same gate:
+// a portal-issued credential of one gate cannot spend the approvals of
+// another, nor SVC_AUTH_TOKEN those raised through a gate, or the reverse.
+func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
+	env := req.Envelope
 	paramsHash, err := env.ParamsHash()
 	switch {
 	case h.EnvelopeHash != out.EnvelopeHash:
@@ -54,6 +58,8 @@ func (e *Engine) binding(env *Envelope, out *outcome, h *Hold) (string, string) 
 	case h.Envelope == nil || Fold(h.Envelope.Agent.ID) != Fold(env.Agent.ID) ||
 		Fold(h.Envelope.Agent.OnBehalfOf) != Fold(env.Agent.OnBehalfOf):
 		return ReasonHoldActorMismatch, "the hold was raised for another agent or principal"
+	case h.Gate != req.Gate:
+		return ReasonHoldActorMismatch, "the hold was raised through another gate"
 	}
 	return "", ""
 }

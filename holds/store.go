@@ -61,7 +61,7 @@ func cursorKey(ctx context.Context, db *sql.DB) ([]byte, error) {
 }
 
 // holdColumns are the columns scanHold reads, in its order.
-const holdColumns = `id, status, rule, reason, envelope, envelope_hash, params_hash,
+const holdColumns = `id, status, rule, reason, envelope, envelope_hash, params_hash, gate,
 	created_ms, expires_ms, decided_by_type, decided_by_id, decided_ms, decided_verified,
 	resolution_reason, consumed_ms, decision_id, consumed_by_decision_id`
 
@@ -90,9 +90,9 @@ func create(ctx context.Context, q querier, h engine.Hold) error {
 	}
 	a := h.Envelope.Agent
 	res, err := q.ExecContext(ctx, `INSERT INTO holds (id, status, rule, reason, envelope,
-		envelope_hash, params_hash, agent_id, on_behalf_of, session_id, created_ms, expires_ms,
-		decision_id) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		h.ID, h.Rule, h.Reason, string(env), h.EnvelopeHash, h.ParamsHash, a.ID, a.OnBehalfOf,
+		envelope_hash, params_hash, gate, agent_id, on_behalf_of, session_id, created_ms, expires_ms,
+		decision_id) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		h.ID, h.Rule, h.Reason, string(env), h.EnvelopeHash, h.ParamsHash, h.Gate, a.ID, a.OnBehalfOf,
 		a.SessionID, h.CreatedTS.UnixMilli(), h.ExpiresTS.UnixMilli(), h.DecisionID)
 	if err != nil {
 		return fmt.Errorf("create hold %s: %w", h.ID, err)
@@ -175,7 +175,7 @@ func scanHold(sc scanner, now time.Time) (engine.Hold, error) {
 		decided, consumed sql.NullInt64
 		verified          sql.NullBool
 	)
-	err := sc.Scan(&h.ID, &h.Status, &h.Rule, &h.Reason, &env, &h.EnvelopeHash, &h.ParamsHash,
+	err := sc.Scan(&h.ID, &h.Status, &h.Rule, &h.Reason, &env, &h.EnvelopeHash, &h.ParamsHash, &h.Gate,
 		&created, &expires, &byType, &byID, &decided, &verified, &h.ResolutionReason,
 		&consumed, &h.DecisionID, &cby)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io/fs"
 	"sync"
 	"testing"
 	"time"
@@ -316,7 +317,10 @@ func TestMigrateIdempotentBesideLedger(t *testing.T) {
 	}
 	var n int
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM holds_migrations`).Scan(&n))
-	require.Equal(t, 2, n, "each migration once")
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	require.NoError(t, err)
+	require.Len(t, names, 3)
+	require.Equal(t, len(names), n, "each migration once")
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM holds_cursor_key`).Scan(&n))
 	require.Equal(t, 1, n, "one cursor key, drawn once")
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM migrations`).Scan(&n))
