@@ -152,7 +152,9 @@ func TestDatabaseRemovedWhileServingDenies(t *testing.T) {
 		assert.Equal(t, "svc.core/internal_error", r.str("rule"))
 		denied[r.str("decision_id")] = true
 	}
-	assert.Len(t, p.logsWith("ledger database removed or replaced while svc runs: every decision is denied until svc is restarted"), 1)
+	const gone = "ledger database removed or replaced while svc runs: every decision is denied until svc is restarted"
+	require.Eventually(t, func() bool { return len(p.logsWith(gone)) > 0 }, 5*time.Second, 10*time.Millisecond, p.Logs())
+	assert.Len(t, p.logsWith(gone), 1, "logged once")
 	for _, rec := range auditLines(t, env["SVC_AUDIT_LOG"])[1:] {
 		assert.True(t, denied[rec["decision_id"].(string)], "only the denies follow the removal: %v", rec)
 		assert.Equal(t, "deny", rec["verdict"])
@@ -189,7 +191,9 @@ func TestAuditLogRotatedWhileServing(t *testing.T) {
 				require.Len(t, old, 1)
 				assert.Equal(t, first, old[0]["decision_id"])
 			}
-			assert.Len(t, p.logsWith("audit log: the file was removed or renamed (rotated); reopening it at its path"), 1)
+			const reopened = "audit log: the file was removed or renamed (rotated); reopening it at its path"
+			require.Eventually(t, func() bool { return len(p.logsWith(reopened)) > 0 }, 5*time.Second, 10*time.Millisecond, p.Logs())
+			assert.Len(t, p.logsWith(reopened), 1)
 		})
 	}
 }

@@ -137,12 +137,12 @@ func dropInvisible(r rune) rune {
 	return r
 }
 
-// dropInvisibleOrMark is dropInvisible that also drops the nonspacing marks
-// (Mn) left after NFKC, for the compared form (Fold, words). NFKC composes
-// what it can first, so "é" is one code point by then and stays, while a
-// COMBINING LONG SOLIDUS OVERLAY on an "a" goes.
+// dropInvisibleOrMark is dropInvisible that also drops the nonspacing and
+// enclosing marks (Mn, Me) left after NFKC, for the compared form (Fold,
+// words). NFKC composes what it can first, so "é" is one code point by then
+// and stays, while a COMBINING LONG SOLIDUS OVERLAY on an "a" goes.
 func dropInvisibleOrMark(r rune) rune {
-	if r >= 0x80 && unicode.Is(unicode.Mn, r) {
+	if r >= 0x80 && unicode.In(r, unicode.Mn, unicode.Me) {
 		return -1
 	}
 	return dropInvisible(r)
@@ -262,7 +262,8 @@ func riskiestContained(ws []string) (string, bool) {
 
 // words splits a name into folded words at non-letter/digit runs and at
 // camelCase boundaries ("bulkDelete", "hard_delete", "db/DROP-table"),
-// after dropping the nonspacing marks that would split "d\u0335elete".
+// after dropping the marks that would split "d\u0335elete" (bare) and
+// skipping spacing marks inside words.
 func words(s string) []string {
 	if !printableASCII(s) {
 		s = bare(s)
@@ -279,6 +280,9 @@ func words(s string) []string {
 	}
 	runes := []rune(s)
 	for i, r := range runes {
+		if unicode.Is(unicode.Mc, r) {
+			continue // a spacing mark belongs to its word: "de\u0903lete" is delete
+		}
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 			flush()
 			continue

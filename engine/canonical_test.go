@@ -92,6 +92,9 @@ func TestCanonicalVerb(t *testing.T) {
 		{"ᴅelete", "", "reversible", "delete"},
 		{"ᴅᴇʟᴇᴛᴇ", "", "reversible", "delete"},
 		{"d\u0335elete", "", "reversible", "delete"},
+		{"de\u20ddlete", "", "reversible", "delete"}, // enclosing mark
+		{"de\u0488lete", "", "reversible", "delete"},
+		{"de\u0903lete", "", "reversible", "delete"}, // spacing mark
 		{"read", "db/dele\u3164te_rows", "reversible", "delete"},
 	}
 	for _, c := range cases {

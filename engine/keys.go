@@ -363,7 +363,7 @@ func (s *keyScanner) checkNumber(lit []byte) {
 }
 
 // misspeltReason is the refusal of a key that spells a field another way.
-const misspeltReason = "field names are spelled exactly as documented: lower case (snake_case), no surrounding space, no look-alike or invisible characters"
+const misspeltReason = "field names are spelled exactly as documented: lower case (snake_case), no surrounding space, no full-width or other compatibility forms, no invisible characters"
 
 // misspelled reports whether key is not a known field but reads as one: it
 // equals one but for case, or its canonical form canon (Clean, lower case:

@@ -35,7 +35,10 @@ var errNoSink = errors.New("no audit sink took the record")
 // mirror alone, so that it reaches whichever of the two still works, and
 // succeeds if either stored it; each failure is logged. It writes no charge
 // or hold, and waits for the mirror no longer than ctx's deadline or
-// salvageTimeout, whichever comes first.
+// salvageTimeout, whichever comes first. The record queues behind the batch
+// in progress, which may itself wait for a lock; RecordDegraded returns at
+// ctx's deadline all the same, leaving the record queued: it is written
+// when its batch comes.
 func (a *Audit) RecordDegraded(ctx context.Context, kind string, record any) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("record degraded audit %s: %w", kind, err)
@@ -46,10 +49,38 @@ func (a *Audit) RecordDegraded(ctx context.Context, kind string, record any) err
 	}
 	e := &entry{lines: []line{l}, degraded: true, done: make(chan signal, 1)}
 	e.deadline, _ = ctx.Deadline()
-	if err := a.submit(ctx, e); err != nil {
+	// submit waits for the batch in progress whatever ctx says (a follower
+	// may be handed the lead), so it runs on its own and is awaited only
+	// until ctx ends.
+	submitted := make(chan error, 1)
+	go func() { submitted <- a.submit(context.WithoutCancel(ctx), e) }()
+	select {
+	case err = <-submitted:
+	case <-ctx.Done():
+		err = awaitGrace(submitted, ctx.Err())
+	}
+	if err != nil {
 		return fmt.Errorf("record degraded audit %s: %w", kind, err)
 	}
 	return nil
+}
+
+// degradedGrace is how long RecordDegraded still waits for its outcome
+// after its deadline: the mirror write gives up at that same deadline, and
+// its answer (the file may have taken the record) follows a moment later.
+const degradedGrace = 100 * time.Millisecond
+
+// awaitGrace returns the outcome of submitted if it comes within
+// degradedGrace, else late, noting that the record stays queued.
+func awaitGrace(submitted <-chan error, late error) error {
+	t := time.NewTimer(degradedGrace)
+	defer t.Stop()
+	select {
+	case err := <-submitted:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w; the record stays queued", late)
+	}
 }
 
 // salvage stores the lines of the degraded entries of a batch in each sink
@@ -83,6 +114,10 @@ func salvageDeadline(batch []*entry) time.Time {
 }
 
 // salvageFile appends the lines of batch to the JSONL file alone.
+//
+// It writes even after a flush has failed under DurabilityOS (flushErr),
+// which refuses every regular batch: a degraded record is always a deny,
+// and a line that may not reach the disk is still better than none.
 func (a *Audit) salvageFile(batch []*entry) error {
 	if a.file == nil {
 		return nil

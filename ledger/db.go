@@ -243,7 +243,7 @@ func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // writeWithin is write, waiting for a lock that another process holds on
 // the database only until ctx's deadline rather than for busyTimeoutMS:
 // SQLite's busy wait ignores the context.
-func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return db.write(ctx, fn)
@@ -252,7 +252,7 @@ func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) (err e
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, db.release(conn)) }()
+	defer db.release(conn)
 	wait := max(time.Until(deadline).Milliseconds(), 1)
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", wait)); err != nil {
 		return err
@@ -261,13 +261,15 @@ func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) (err e
 }
 
 // release restores conn's busy timeout and returns it to the pool, or
-// discards it if the timeout cannot be restored.
-func (db *DB) release(conn *sql.Conn) error {
-	_, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = "+busyTimeoutMS)
-	if err != nil {
+// discards it if the timeout cannot be restored. Either way the outcome of
+// the write made on conn stands: a write that committed is not reported as
+// failed because its connection was then discarded.
+func (db *DB) release(conn *sql.Conn) {
+	if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = "+busyTimeoutMS); err != nil {
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closes it
+		return
 	}
-	return errors.Join(err, conn.Close())
+	_ = conn.Close() // returns it to the pool
 }
 
 // writeTx is write on a transaction begun by begin.
