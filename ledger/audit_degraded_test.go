@@ -6,8 +6,6 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,25 +17,6 @@ import (
 	"github.com/svc-dev/svc/ledger"
 )
 
-// logBuffer collects an audit log's logs.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// count returns how many log lines contain s.
-func (b *logBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
-}
-
 // sinks is an audit log whose database and JSONL file live in directories
 // of their own, so that a test can break either.
 type sinks struct {
@@ -45,14 +24,14 @@ type sinks struct {
 	audit   *ledger.Audit
 	dbPath  string
 	logPath string
-	logs    *logBuffer
+	logs    *ledger.LogBuffer
 }
 
 func newSinks(t *testing.T) *sinks {
 	t.Helper()
 	ctx := context.Background()
 	s := &sinks{dbPath: filepath.Join(t.TempDir(), "svc.db"),
-		logPath: filepath.Join(t.TempDir(), "logs", "audit.jsonl"), logs: &logBuffer{}}
+		logPath: filepath.Join(t.TempDir(), "logs", "audit.jsonl"), logs: &ledger.LogBuffer{}}
 	require.NoError(t, os.Mkdir(filepath.Dir(s.logPath), 0o700))
 	var err error
 	s.db, err = ledger.Open(ctx, s.dbPath, ledger.DurabilityFull)
@@ -162,7 +141,7 @@ func TestDatabaseFileGoneFailsWrites(t *testing.T) {
 			}
 			err = freeze.SaveFreeze(ctx, engine.FreezeState{Frozen: true, By: "human:bob", UpdatedTS: time.Now()})
 			assert.ErrorContains(t, err, "database file removed or replaced while svc runs")
-			assert.Equal(t, 1, s.logs.count("ledger database removed or replaced while svc runs"), "logged once")
+			assert.Equal(t, 1, s.logs.Count("ledger database removed or replaced while svc runs"), "logged once")
 		})
 	}
 }
@@ -239,5 +218,5 @@ func TestRecordDegradedMeetsItsDeadline(t *testing.T) {
 	require.NoError(t, s.audit.RecordDegraded(ctx, engine.EventDecision, decision("deny-1")))
 	assert.Less(t, time.Since(start), time.Second, "bounded by the deadline, not the 5 s busy timeout")
 	assert.True(t, s.fileHas(t, "deny-1"))
-	assert.Equal(t, 1, s.logs.count("audit mirror: a degraded record could not be written"))
+	assert.Equal(t, 1, s.logs.Count("audit mirror: a degraded record could not be written"))
 }

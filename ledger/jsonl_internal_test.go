@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -196,24 +195,6 @@ func TestFailedBatchLinesAreVoided(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink safe for the leader and the test to share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // When the fsync of a batch fails and its lines cannot be truncated away,
 // they are voided; if the voided records cannot be written either, that is
 // logged at error level.
@@ -228,7 +209,7 @@ func TestFailedAppendLinesAreVoided(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _, path := voidedAudit(t, true)
-			logs := &lockedBuffer{}
+			logs := &LogBuffer{}
 			a.log = zerolog.New(logs)
 			var failures atomic.Int64
 			failures.Store(tc.fsyncs)
