@@ -3,6 +3,7 @@ package export
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/svc-dev/svc/engine"
 )
@@ -83,15 +84,15 @@ func (m *cefMessage) labelled(key, label, value string) *cefMessage {
 func (m *cefMessage) bytes() []byte { return []byte(m.b.String()) }
 
 // writeCEFHeader escapes a header field: '\' → "\\", '|' → "\|". CEF has no
-// escape for line breaks in the header, so CR, LF and every other control
-// character become a space; invalid UTF-8 becomes U+FFFD.
+// escape for line breaks in the header, so CR, LF and every other character
+// of isBlanked become a space; invalid UTF-8 becomes U+FFFD.
 func writeCEFHeader(b *strings.Builder, v string) {
 	for _, r := range strings.ToValidUTF8(v, "\uFFFD") {
 		switch {
 		case r == '\\' || r == '|':
 			b.WriteByte('\\')
 			b.WriteRune(r)
-		case isControl(r):
+		case isBlanked(r):
 			b.WriteByte(' ')
 		default:
 			b.WriteRune(r)
@@ -100,8 +101,8 @@ func writeCEFHeader(b *strings.Builder, v string) {
 }
 
 // writeCEFValue escapes an extension value: '\' → "\\", '=' → "\=",
-// LF → "\n", CR → "\r"; other control characters become a space and invalid
-// UTF-8 becomes U+FFFD. '|' needs no escape in extensions.
+// LF → "\n", CR → "\r"; the other characters of isBlanked become a space and
+// invalid UTF-8 becomes U+FFFD. '|' needs no escape in extensions.
 func writeCEFValue(b *strings.Builder, v string) {
 	for _, r := range strings.ToValidUTF8(v, "\uFFFD") {
 		switch {
@@ -112,7 +113,7 @@ func writeCEFValue(b *strings.Builder, v string) {
 			b.WriteString(`\n`)
 		case r == '\r':
 			b.WriteString(`\r`)
-		case isControl(r):
+		case isBlanked(r):
 			b.WriteByte(' ')
 		default:
 			b.WriteRune(r)
@@ -120,7 +121,28 @@ func writeCEFValue(b *strings.Builder, v string) {
 	}
 }
 
-func isControl(r rune) bool { return r < 0x20 || (r >= 0x7F && r < 0xA0) }
+// cefSize is the size of one character in a CEF extension value (see
+// sizer), as writeCEFValue writes it. An invalid octet counts as a whole
+// U+FFFD, though a run of them becomes a single one: an overestimate.
+func cefSize(r rune, width int) int {
+	switch {
+	case r == '\\' || r == '=' || r == '\n' || r == '\r':
+		return 2
+	case isBlanked(r):
+		return 1
+	case r == utf8.RuneError && width == 1:
+		return utf8.RuneLen(utf8.RuneError)
+	}
+	return width
+}
+
+// isBlanked reports whether r is written as a space in CEF: a C0 or C1
+// control character (NEL U+0085 included), DEL, or the Unicode line and
+// paragraph separators U+2028 and U+2029, which a reader may take for a
+// line break and so for the end of the record.
+func isBlanked(r rune) bool {
+	return r < 0x20 || (r >= 0x7F && r < 0xA0) || r == '\u2028' || r == '\u2029'
+}
 
 // cefDecision renders a decision event with the extensions of spec §6.5.
 func cefDecision(d engine.DecisionEvent, sev int) []byte {

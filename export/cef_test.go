@@ -104,8 +104,9 @@ func expectedExtensions(d engine.DecisionEvent) map[string]string {
 }
 
 // headerText and extText are what a value reads back as: invalid UTF-8
-// becomes U+FFFD, control characters a space (except CR and LF in
-// extensions, which are escaped and restored).
+// becomes U+FFFD, control characters and the Unicode line and paragraph
+// separators a space (except CR and LF in extensions, which are escaped and
+// restored).
 func headerText(s string) string { return sanitize(s, false) }
 func extText(s string) string    { return sanitize(s, true) }
 
@@ -114,7 +115,7 @@ func sanitize(s string, keepNewlines bool) string {
 	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
 		if keepNewlines && (r == '\n' || r == '\r') {
 			b.WriteRune(r)
-		} else if r < 0x20 || (r >= 0x7F && r < 0xA0) {
+		} else if r < 0x20 || (r >= 0x7F && r < 0xA0) || r == 0x2028 || r == 0x2029 {
 			b.WriteByte(' ')
 		} else {
 			b.WriteRune(r)

@@ -20,44 +20,69 @@ type entry struct {
 	msg      []byte
 }
 
-// encodeEntry renders a syslog-bound event in format (json or cef). The
-// severity follows spec §6.1: allow 6, require_approval 4, deny 3 (and any
-// unknown verdict, so an oddity is never under-reported), lifecycle 5,
-// kill_switch 2.
-func encodeEntry(ev engine.Event, format string) (entry, error) {
+// encodeEntry renders a syslog-bound event in format (json or cef) as an
+// MSG of at most limit octets, cutting its longest text fields to fit (see
+// fit). The severity follows spec §6.1: allow 6, require_approval 4, deny 3
+// (and any unknown verdict, so an oddity is never under-reported),
+// lifecycle 5, kill_switch 2.
+func encodeEntry(ev engine.Event, format string, limit int) (entry, error) {
+	f := msgFormat{name: format, limit: limit}
 	switch ev.Type {
 	case engine.EventDecision:
 		d, ok := bodyAs[engine.DecisionEvent](ev.Body)
 		if !ok {
 			return entry{}, fmt.Errorf("encode decision event: unexpected body %T", ev.Body)
 		}
-		return render(ev.Type, verdictSeverity(d.Verdict), d.EpochMS, format, d, cefDecision)
+		return render(ev.Type, verdictSeverity(d.Verdict), d.EpochMS, d, decisionCodec, f)
 	case engine.EventLifecycle:
 		l, ok := bodyAs[engine.LifecycleEvent](ev.Body)
 		if !ok {
 			return entry{}, fmt.Errorf("encode lifecycle event: unexpected body %T", ev.Body)
 		}
-		return render(ev.Type, sevNotice, l.EpochMS, format, l, cefLifecycle)
+		return render(ev.Type, sevNotice, l.EpochMS, l, lifecycleCodec, f)
 	case engine.EventKillSwitch:
 		k, ok := bodyAs[engine.KillSwitchEvent](ev.Body)
 		if !ok {
 			return entry{}, fmt.Errorf("encode kill_switch event: unexpected body %T", ev.Body)
 		}
-		return render(ev.Type, sevCritical, k.EpochMS, format, k, cefKillSwitch)
+		return render(ev.Type, sevCritical, k.EpochMS, k, killSwitchCodec, f)
 	}
 	return entry{}, fmt.Errorf("encode event: %q is not a syslog event", ev.Type)
 }
 
-func render[T any](msgID string, sev int, epochMS int64, format string, body T, cef func(T, int) []byte) (entry, error) {
+// msgFormat is how an MSG is rendered: json or cef, in at most limit octets.
+type msgFormat struct {
+	name  string
+	limit int
+}
+
+// codec is what render needs of one event body type: its CEF rendering and
+// the text fields fit may cut in each format.
+type codec[T any] struct {
+	cef       func(T, int) []byte
+	jsonTexts func(*T) []*string
+	cefTexts  func(*T) []*string
+}
+
+// The codecs of the syslog event bodies.
+var (
+	decisionCodec   = codec[engine.DecisionEvent]{cef: cefDecision, jsonTexts: decisionTexts, cefTexts: decisionCEFTexts}
+	lifecycleCodec  = codec[engine.LifecycleEvent]{cef: cefLifecycle, jsonTexts: lifecycleTexts, cefTexts: lifecycleTexts}
+	killSwitchCodec = codec[engine.KillSwitchEvent]{cef: cefKillSwitch, jsonTexts: killSwitchTexts, cefTexts: killSwitchTexts}
+)
+
+func render[T any](msgID string, sev int, epochMS int64, body T, c codec[T], f msgFormat) (entry, error) {
 	e := entry{msgID: msgID, severity: sev, time: time.UnixMilli(epochMS).UTC()}
 	if epochMS == 0 {
 		e.time = time.Now().UTC()
 	}
-	if format == FormatCEF {
-		e.msg = withBOM(cef(body, sev))
-		return e, nil
+	encode := func(b T) ([]byte, error) { return marshalASCII(b) }
+	texts, size := c.jsonTexts, sizer(jsonSize)
+	if f.name == FormatCEF {
+		encode = func(b T) ([]byte, error) { return withBOM(c.cef(b, sev)), nil }
+		texts, size = c.cefTexts, cefSize
 	}
-	msg, err := marshalASCII(body)
+	msg, err := fit(body, texts, encode, size, f.limit)
 	if err != nil {
 		return entry{}, fmt.Errorf("encode %s event: %w", msgID, err)
 	}
@@ -111,6 +136,25 @@ func marshalASCII(v any) ([]byte, error) {
 		out = appendJSONEscape(out, r)
 	}
 	return out, nil
+}
+
+// jsonSize is the size of one character inside a string of a JSON MSG
+// (see sizer): encoding/json's two-octet escapes, \u00XX for other control
+// characters, \ufffd for an invalid octet, and marshalASCII's \uXXXX (a
+// surrogate pair beyond the Basic Multilingual Plane) for the rest of
+// non-ASCII.
+func jsonSize(r rune, width int) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20:
+		return len(`\u0000`)
+	case r < utf8.RuneSelf:
+		return 1
+	case r > 0xFFFF:
+		return 2 * len(`\u0000`)
+	}
+	return len(`\u0000`)
 }
 
 // appendJSONEscape writes r as \uXXXX, or as a UTF-16 surrogate pair when r

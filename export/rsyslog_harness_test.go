@@ -29,7 +29,8 @@ const installHint = "run scripts/install-test-deps (installs rsyslog and rsyslog
 
 // rsyslog is a real rsyslogd started for one test, listening on loopback for
 // UDP, TCP and TLS (OpenSSL netstream driver) and writing every message it
-// receives as one JSON line of its parsed RFC 5424 properties.
+// receives as one JSON line of its parsed RFC 5424 properties. It keeps
+// rsyslog's default maxMessageSize (8096 octets), as most collectors run.
 type rsyslog struct {
 	udp, tcp, tls string // host:port of each input
 	caFile        string // PEM of the CA that signed the TLS input's cert
@@ -53,7 +54,7 @@ type received struct {
 }
 
 var rsyslogConf = template.Must(template.New("conf").Parse(`
-global(workDirectory="{{.Dir}}/work" maxMessageSize="64k")
+global(workDirectory="{{.Dir}}/work")
 module(load="imudp")
 module(load="imtcp")
 template(name="props" type="list") {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -175,4 +176,63 @@ func newTestExporter(t *testing.T, cfg Config) *Exporter {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ex.Close() })
 	return ex
+}
+
+// rsyslogSplit is where rsyslog, at its default maxMessageSize, starts a
+// new message in the rest of an oversized TCP or TLS frame.
+const rsyslogSplit = 8097
+
+// TestHostileEventsToRsyslog sends decisions carrying hostile values over
+// UDP, TCP and TLS in both formats to a real rsyslogd, and checks that each
+// event arrives as exactly one message with its values in their fields.
+// The last decision is longer than rsyslog's maxMessageSize, its agent id
+// placed so that, sent whole, rsyslog would read a forged kill_switch
+// message out of it.
+func TestHostileEventsToRsyslog(t *testing.T) {
+	r := startRsyslog(t)
+	for _, proto := range []struct{ protocol, addr string }{
+		{ProtocolUDP, r.udp}, {ProtocolTCP, r.tcp}, {ProtocolTLS, r.tls},
+	} {
+		for i, format := range []string{FormatJSON, FormatCEF} {
+			t.Run(proto.protocol+"/"+format, func(t *testing.T) {
+				facility := 16 + i
+				var events []engine.Event
+				for _, h := range hostileTexts() {
+					events = append(events, engine.Event{Type: engine.EventDecision, Body: withText(fullDecision(), h.value)})
+				}
+				oversized := forgeryAt(t, format, facility, rsyslogSplit)
+				events = append(events, engine.Event{Type: engine.EventDecision, Body: oversized})
+				got := sendToRsyslog(t, r, proto.protocol, proto.addr, format, facility, events)
+				require.Len(t, got, len(events), "one message per event")
+				for i, ev := range events[:len(events)-1] {
+					assertBodyReadsBack(t, ev, format, []byte(got[i].Msg))
+				}
+				last := got[len(got)-1]
+				assert.LessOrEqual(t, len(last.Raw), maxMessage)
+				assert.Positive(t, assertWholeOrCut(t, oversized, format, []byte(last.Msg)), "the oversized event was cut")
+			})
+		}
+	}
+}
+
+// sendToRsyslog publishes events and then a lifecycle event as a marker,
+// and returns the messages rsyslog received before the marker.
+func sendToRsyslog(t *testing.T, r *rsyslog, protocol, addr, format string, facility int, events []engine.Event) []received {
+	t.Helper()
+	ex := newTestExporter(t, Config{Syslog: SyslogConfig{
+		Enabled: true, Address: addr, Protocol: protocol, Format: format,
+		Facility: "local" + strconv.Itoa(facility-16), TLSCA: r.caFile,
+	}})
+	for _, ev := range events {
+		ex.Publish(ev)
+	}
+	ex.Publish(engine.Event{Type: engine.EventLifecycle, Body: lifecycleStart()})
+	require.NoError(t, ex.Close())
+	require.Equal(t, uint64(len(events)+1), ex.Stats().Syslog.Sent)
+	var got []received
+	require.Eventually(t, func() bool {
+		got = r.linesFrom(t, protocol, facility)
+		return len(got) > 0 && got[len(got)-1].MsgID == engine.EventLifecycle
+	}, 10*time.Second, 20*time.Millisecond, "rsyslog %s input: marker not received", protocol)
+	return got[:len(got)-1]
 }

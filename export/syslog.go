@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ type syslogSink struct {
 	facility int
 	hostname string
 	procID   string
+	msgLimit int // room for MSG within maxMessage
 	tls      *tls.Config
 
 	conn     net.Conn
@@ -65,12 +67,24 @@ func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
 		hostname: hostname,
 		procID:   strconv.Itoa(os.Getpid()),
 	}
+	s.msgLimit = msgLimit(s.hostname, s.procID)
 	if cfg.Protocol == ProtocolTLS {
 		if s.tls, err = tlsConfig(cfg); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// msgLimit is the room left for MSG in a message of maxMessage octets
+// under the longest header a sink with this hostname and PROCID writes:
+// the largest PRI (local7, debug), a timestamp and the longest MSGID.
+func msgLimit(hostname, procID string) int {
+	longest := appendMessage(nil, header{
+		facility: 23, severity: 7, time: time.Unix(0, 0), hostname: hostname,
+		appName: appName, procID: procID, msgID: strings.Repeat("x", maxMsgID),
+	}, nil)
+	return maxMessage - len(longest) - len(" ")
 }
 
 // tlsConfig trusts the system roots plus SVC_SYSLOG_TLS_CA, and verifies the
@@ -102,7 +116,7 @@ func tlsConfig(cfg SyslogConfig) (*tls.Config, error) {
 }
 
 func (s *syslogSink) deliver(ctx context.Context, ev engine.Event) error {
-	e, err := encodeEntry(ev, s.format)
+	e, err := encodeEntry(ev, s.format, s.msgLimit)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -239,4 +240,34 @@ func mustMarshal(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// TestWebhookHostileValues: hold and freeze events carrying hostile values
+// (an approver's reason, the agent's ids) are each one POST whose body is
+// valid JSON reading back every value, signed over the exact bytes sent.
+func TestWebhookHostileValues(t *testing.T) {
+	for _, h := range hostileTexts() {
+		t.Run(h.name, func(t *testing.T) {
+			hold := holdCreated()
+			hold.SessionID, hold.AgentID, hold.Ability, hold.Reason = h.value, h.value, h.value, h.value
+			hold.DecidedBy = &engine.Principal{Type: "human", ID: h.value}
+			freeze := engine.FreezeEvent{Event: engine.EventFreezeFlipped, TS: hold.TS, Frozen: true, Reason: h.value, By: h.value}
+			events := []engine.Event{{Type: engine.EventHoldResolved, Body: hold}, {Type: engine.EventFreezeFlipped, Body: freeze}}
+			srv := startHookServer(t)
+			ex := newTestExporter(t, Config{Webhook: WebhookConfig{URL: srv.URL, Secret: testSecret}})
+			for _, ev := range events {
+				ex.Publish(ev)
+			}
+			require.NoError(t, ex.Close())
+			got := srv.requests()
+			require.Len(t, got, len(events), "one POST per event")
+			for i, ev := range events {
+				assert.True(t, verify(testSecret, got[i], time.Now()), "signature over the bytes received")
+				assert.True(t, utf8.Valid(got[i].body))
+				var body map[string]any
+				require.NoError(t, json.Unmarshal(got[i].body, &body))
+				assert.Equal(t, mustJSON(t, ev.Body), body)
+			}
+		})
+	}
 }
