@@ -62,6 +62,7 @@ var serveDefaults = map[string]any{
 	"syslog_enabled":                   "false", "syslog_address": "", "syslog_protocol": export.ProtocolUDP,
 	"syslog_format": export.FormatJSON, "syslog_facility": export.DefaultFacility, "syslog_tls_verify": "true",
 	"syslog_tls_ca": "", "webhook_url": "", "webhook_queue_size": strconv.Itoa(export.DefaultQueueSize),
+	"syslog_max_message": strconv.Itoa(export.DefaultMaxMessage),
 	"webhook_secret": "",
 }
 
@@ -181,6 +182,7 @@ func (p *parser) export() export.Config {
 			Facility:              p.str("syslog_facility"),
 			TLSCA:                 p.str("syslog_tls_ca"),
 			TLSInsecureSkipVerify: !p.boolean("syslog_tls_verify"),
+			MaxMessage:            int(p.integer("syslog_max_message", export.MinMaxMessage, export.MaxMaxMessage)),
 		},
 		Webhook: export.WebhookConfig{
 			URL:       p.str("webhook_url"),

@@ -320,6 +320,7 @@ func TestStartupRefusals(t *testing.T) {
 		"bad window":      {"SVC_WINDOW_SECONDS", "0", "SVC_WINDOW_SECONDS", 2},
 		"bad ttl":         {"SVC_HOLD_TTL_SECONDS", "1h", "SVC_HOLD_TTL_SECONDS", 2},
 		"bad durability":  {"SVC_DURABILITY", "fast", "SVC_DURABILITY: must be full or os", 2},
+		"bad syslog size": {"SVC_SYSLOG_MAX_MESSAGE", "1024", "SVC_SYSLOG_MAX_MESSAGE", 2},
 		"no policy dir":   {"SVC_POLICY_DIR", "/nonexistent/policy", "SVC_POLICY_DIR", 2},
 		"opa missing":     {"SVC_OPA_BIN", "/nonexistent/opa", "/nonexistent/opa", 1},
 		"bad resolve pol": {"SVC_RESOLUTION_POLICY", "{not json", "SVC_RESOLUTION_POLICY", 1},

@@ -56,6 +56,10 @@ type SyslogConfig struct {
 	// QueueSize bounds the syslog queue (spec: 1000; not an environment
 	// setting).
 	QueueSize int
+	// MaxMessage is SVC_SYSLOG_MAX_MESSAGE: the most octets one syslog
+	// message may take, header included; longer events have their longest
+	// text fields cut (DefaultMaxMessage when 0).
+	MaxMessage int
 }
 
 // WebhookConfig holds the SVC_WEBHOOK_* settings (spec §6.6).
@@ -102,6 +106,9 @@ func (c *SyslogConfig) SetDefaults() {
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = DefaultMaxMessage
 	}
 }
 
@@ -152,6 +159,10 @@ func (c SyslogConfig) Validate() error {
 	}
 	if c.QueueSize < 1 || c.QueueSize > MaxQueueSize {
 		errs = append(errs, fmt.Errorf("syslog queue size: must be between 1 and %d, got %d", MaxQueueSize, c.QueueSize))
+	}
+	if c.MaxMessage < MinMaxMessage || c.MaxMessage > MaxMaxMessage {
+		errs = append(errs, fmt.Errorf("SVC_SYSLOG_MAX_MESSAGE: must be between %d and %d octets, got %d",
+			MinMaxMessage, MaxMaxMessage, c.MaxMessage))
 	}
 	return errors.Join(errs...)
 }

@@ -16,7 +16,7 @@ func TestSetDefaults(t *testing.T) {
 	c.SetDefaults()
 	assert.Equal(t, Config{
 		DrainTimeout: DefaultDrainTimeout,
-		Syslog:       SyslogConfig{Protocol: "udp", Format: "json", Facility: "local0", QueueSize: 1000},
+		Syslog:       SyslogConfig{Protocol: "udp", Format: "json", Facility: "local0", QueueSize: 1000, MaxMessage: 8096},
 		Webhook:      WebhookConfig{QueueSize: 1000, Timeout: 5 * time.Second, MaxAttempts: 3, RetryBackoff: 500 * time.Millisecond},
 	}, c)
 	require.NoError(t, c.Validate())
@@ -53,6 +53,10 @@ func TestValidate(t *testing.T) {
 			want: `SVC_SYSLOG_FACILITY: unknown facility "local8"`},
 		{name: "syslog queue", change: func(c *Config) { c.Syslog.QueueSize = -1 },
 			want: "syslog queue size: must be between 1 and 100000, got -1"},
+		{name: "syslog message size too small", change: func(c *Config) { c.Syslog.MaxMessage = 480 },
+			want: "SVC_SYSLOG_MAX_MESSAGE: must be between 2048 and 65507 octets, got 480"},
+		{name: "syslog message size too large", change: func(c *Config) { c.Syslog.MaxMessage = 65508 },
+			want: "SVC_SYSLOG_MAX_MESSAGE: must be between 2048 and 65507 octets, got 65508"},
 		{name: "webhook scheme", change: func(c *Config) { c.Webhook.URL = "ftp://hooks.example.com/x" },
 			want: `SVC_WEBHOOK_URL: scheme must be http or https, got "ftp"`},
 		{name: "webhook relative", change: func(c *Config) { c.Webhook.URL = "/hooks" },

@@ -29,7 +29,7 @@ func TestEncodeEntry(t *testing.T) {
 	for _, tt := range tests {
 		for _, format := range []string{FormatJSON, FormatCEF} {
 			t.Run(tt.name+"/"+format, func(t *testing.T) {
-				e, err := encodeEntry(tt.ev, format, maxMessage)
+				e, err := encodeEntry(tt.ev, format, DefaultMaxMessage)
 				require.NoError(t, err)
 				assert.Equal(t, tt.msgID, e.msgID)
 				assert.Equal(t, tt.severity, e.severity)
@@ -59,7 +59,7 @@ func TestEncodeEntryRefusesWhatItCannotRender(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := encodeEntry(tt.ev, FormatJSON, maxMessage)
+			_, err := encodeEntry(tt.ev, FormatJSON, DefaultMaxMessage)
 			require.Error(t, err)
 		})
 	}
@@ -69,7 +69,7 @@ func TestEncodeEntryWithoutEpochUsesNow(t *testing.T) {
 	before := time.Now()
 	l := lifecycleStart()
 	l.EpochMS = 0
-	e, err := encodeEntry(engine.Event{Type: engine.EventLifecycle, Body: l}, FormatJSON, maxMessage)
+	e, err := encodeEntry(engine.Event{Type: engine.EventLifecycle, Body: l}, FormatJSON, DefaultMaxMessage)
 	require.NoError(t, err)
 	require.False(t, e.time.Before(before.Truncate(time.Millisecond)))
 	require.Equal(t, time.UTC, e.time.Location())

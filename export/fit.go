@@ -8,15 +8,24 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
-// maxMessage bounds a whole SYSLOG-MSG (header and MSG, without the
-// octet count of a stream frame) in octets. It is rsyslog's default
-// maxMessageSize (its "8k"), within the 8192 octets RFC 5425 §4.3.1 asks
-// every receiver to take. A collector cuts a longer message, and rsyslog
-// parses the rest of a TCP or TLS frame as a message of its own, so an
-// agent could make a long value forge a whole syslog message.
-const maxMessage = 8096
+// DefaultMaxMessage bounds a whole SYSLOG-MSG (header and MSG, without the
+// octet count of a stream frame) in octets unless SVC_SYSLOG_MAX_MESSAGE
+// says otherwise. It is rsyslog's default maxMessageSize (its "8k"), within
+// the 8192 octets RFC 5425 §4.3.1 asks every receiver to take. A collector
+// cuts a longer message, and rsyslog parses the rest of a TCP or TLS frame
+// as a message of its own, so an agent could make a long value forge a
+// whole syslog message.
+const DefaultMaxMessage = 8096
 
-// cutMark ends a text field that was cut to fit maxMessage.
+// MinMaxMessage and MaxMaxMessage bound SVC_SYSLOG_MAX_MESSAGE: the 2048
+// octets every RFC 5425 receiver must take (an event with its text fields
+// cut short still fits), and the largest UDP payload.
+const (
+	MinMaxMessage = 2048
+	MaxMaxMessage = 65507
+)
+
+// cutMark ends a text field that was cut to fit the message size limit.
 const cutMark = "…"
 
 // fit encodes body and, while the result is longer than limit octets, cuts

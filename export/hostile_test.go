@@ -65,7 +65,7 @@ func withText(d engine.DecisionEvent, v string) engine.DecisionEvent {
 // the SYSLOG-MSG and its MSG.
 func frameEvent(t *testing.T, ev engine.Event, format string) (msg, body []byte) {
 	t.Helper()
-	e, err := encodeEntry(ev, format, msgLimit(testHostname, testProcID))
+	e, err := encodeEntry(ev, format, msgLimit(DefaultMaxMessage, testHostname, testProcID))
 	require.NoError(t, err)
 	msg = appendMessage(nil, header{
 		facility: 16, severity: e.severity, time: e.time, hostname: testHostname,
@@ -75,12 +75,12 @@ func frameEvent(t *testing.T, ev engine.Event, format string) (msg, body []byte)
 }
 
 // assertOneMessage checks that msg is one well-formed RFC 5424 message of
-// at most maxMessage octets, valid UTF-8, without a line break of any kind
+// at most DefaultMaxMessage octets, valid UTF-8, without a line break of any kind
 // or a NUL that a collector could split it at.
 func assertOneMessage(t *testing.T, msg []byte) {
 	t.Helper()
 	assertRFC5424(t, msg)
-	assert.LessOrEqual(t, len(msg), maxMessage)
+	assert.LessOrEqual(t, len(msg), DefaultMaxMessage)
 	require.True(t, utf8.Valid(msg), "valid UTF-8")
 	for i, r := range string(msg) {
 		switch r {
@@ -140,7 +140,7 @@ func assertBodyReadsBack(t *testing.T, ev engine.Event, format string, body []by
 
 // TestOversizedEventIsCutToFit: agent fields at their 4 KiB limit, in
 // characters that escaping multiplies, must still yield one message within
-// maxMessage, its longest text fields cut at a character boundary (never
+// DefaultMaxMessage, its longest text fields cut at a character boundary (never
 // mid-escape or mid-UTF-8) and marked, everything else whole.
 func TestOversizedEventIsCutToFit(t *testing.T) {
 	const kib4 = 4096
@@ -179,11 +179,34 @@ func TestOversizedEventIsCutToFit(t *testing.T) {
 				msg, body := frameEvent(t, engine.Event{Type: engine.EventDecision, Body: d}, format)
 				assertOneMessage(t, msg)
 				cut := assertWholeOrCut(t, d, format, body)
-				if len(uncut(t, d, format)) > msgLimit(testHostname, testProcID) {
+				if len(uncut(t, d, format)) > msgLimit(DefaultMaxMessage, testHostname, testProcID) {
 					assert.Positive(t, cut, "the event did not fit whole, so some field was cut")
 				}
 			})
 		}
+	}
+}
+
+// TestOversizedEventFitsTheSmallestLimit: with SVC_SYSLOG_MAX_MESSAGE at
+// its minimum, the largest event an agent can cause still fits, in both
+// formats, under the longest header.
+func TestOversizedEventFitsTheSmallestLimit(t *testing.T) {
+	d := fullDecision()
+	for _, f := range []*string{&d.SessionID, &d.AgentID, &d.OnBehalfOf, &d.Ability, &d.RawVerb, &d.RawEnvironment} {
+		*f = strings.Repeat("\x01", 4096)
+	}
+	d.Reason = strings.Repeat("reason ", 3000)
+	for _, format := range []string{FormatJSON, FormatCEF} {
+		t.Run(format, func(t *testing.T) {
+			e, err := encodeEntry(engine.Event{Type: engine.EventDecision, Body: d}, format,
+				msgLimit(MinMaxMessage, testHostname, testProcID))
+			require.NoError(t, err)
+			msg := appendMessage(nil, header{facility: 23, severity: 7, time: e.time, hostname: testHostname,
+				appName: appName, procID: testProcID, msgID: strings.Repeat("x", maxMsgID)}, e.msg)
+			assert.LessOrEqual(t, len(msg), MinMaxMessage)
+			assert.True(t, strings.Contains(string(e.msg), cutMark) || strings.Contains(string(e.msg), `\u2026`),
+				"fields were cut and marked")
+		})
 	}
 }
 
@@ -244,7 +267,7 @@ func anyMap(m map[string]string) map[string]any {
 }
 
 // FuzzOversizedValue: any value, repeated to the 4 KiB envelope limit in
-// several fields, yields one message within maxMessage whose fields read
+// several fields, yields one message within DefaultMaxMessage whose fields read
 // back whole or cut.
 func FuzzOversizedValue(f *testing.F) {
 	for _, h := range hostileTexts() {

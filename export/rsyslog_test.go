@@ -208,7 +208,7 @@ func TestHostileEventsToRsyslog(t *testing.T) {
 					assertBodyReadsBack(t, ev, format, []byte(got[i].Msg))
 				}
 				last := got[len(got)-1]
-				assert.LessOrEqual(t, len(last.Raw), maxMessage)
+				assert.LessOrEqual(t, len(last.Raw), DefaultMaxMessage)
 				assert.Positive(t, assertWholeOrCut(t, oversized, format, []byte(last.Msg)), "the oversized event was cut")
 			})
 		}

@@ -40,7 +40,7 @@ type syslogSink struct {
 	facility int
 	hostname string
 	procID   string
-	msgLimit int // room for MSG within maxMessage
+	msgLimit int // room for MSG within SyslogConfig.MaxMessage
 	tls      *tls.Config
 
 	conn     net.Conn
@@ -67,7 +67,7 @@ func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
 		hostname: hostname,
 		procID:   strconv.Itoa(os.Getpid()),
 	}
-	s.msgLimit = msgLimit(s.hostname, s.procID)
+	s.msgLimit = msgLimit(cfg.MaxMessage, s.hostname, s.procID)
 	if cfg.Protocol == ProtocolTLS {
 		if s.tls, err = tlsConfig(cfg); err != nil {
 			return nil, err
@@ -79,7 +79,7 @@ func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
 // msgLimit is the room left for MSG in a message of maxMessage octets
 // under the longest header a sink with this hostname and PROCID writes:
 // the largest PRI (local7, debug), a timestamp and the longest MSGID.
-func msgLimit(hostname, procID string) int {
+func msgLimit(maxMessage int, hostname, procID string) int {
 	longest := appendMessage(nil, header{
 		facility: 23, severity: 7, time: time.Unix(0, 0), hostname: hostname,
 		appName: appName, procID: procID, msgID: strings.Repeat("x", maxMsgID),
