@@ -76,7 +76,13 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 // The hold a decision creates or consumes is written by the same commit as
 // its record; when that write fails (or a concurrent re-submission consumed
 // the hold first) the decision becomes a deny, which is committed instead.
+//
+// The freeze lock is taken before the session's: a decision waiting for a
+// session lock must never hold up a freeze change that the holder of that
+// lock waits for.
 func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (DecisionEvent, int) {
+	e.freeze.RLock()
+	defer e.freeze.RUnlock()
 	defer e.locks.lock(req.Envelope.Agent.SessionID)()
 	status := http.StatusOK
 	if err := e.safeDecide(ctx, req, out); err != nil {

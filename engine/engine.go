@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,9 +34,16 @@ type Deps struct {
 
 // Engine runs the decide pipeline. It is safe for concurrent use.
 type Engine struct {
-	cfg    Config
-	deps   Deps
-	locks  *sessionLocks
+	cfg   Config
+	deps  Deps
+	locks *sessionLocks
+	// freeze orders decisions and changes of the freeze flag. A decision
+	// holds it for reading from before it reads the flag until its record
+	// is committed; a change holds it for writing while it records and
+	// flips the flag. So a change waits for the decisions in flight, and
+	// none starts until it is done: no decision made under the old state is
+	// answered, or on record, after the change.
+	freeze sync.RWMutex
 	frozen atomic.Bool
 }
 
@@ -59,9 +67,6 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 
 // Frozen reports the kill-switch state.
 func (e *Engine) Frozen() bool { return e.frozen.Load() }
-
-// SetFrozen sets the kill-switch state.
-func (e *Engine) SetFrozen(frozen bool) { e.frozen.Store(frozen) }
 
 // NopPublisher discards events: the publisher when no export is configured.
 type NopPublisher struct{}

@@ -48,7 +48,7 @@ func NewKillSwitch(ctx context.Context, e *Engine, store FreezeStore, pinned boo
 	if pinned && !st.Frozen {
 		k.state = FreezeState{Frozen: true, Reason: "pinned by SVC_FREEZE", By: "config:SVC_FREEZE"}
 	}
-	e.SetFrozen(k.state.Frozen)
+	e.frozen.Store(k.state.Frozen)
 	return k, nil
 }
 
@@ -70,6 +70,9 @@ func (k *KillSwitch) Query() FreezeView {
 
 // Set flips or clears the freeze. A change is audited first: nothing
 // changes that is not on record. Setting the current value changes nothing.
+// A change waits for the decisions in flight, and holds back new ones until
+// it is done (Engine.freeze): it returns once every decision made under the
+// old state is answered and on record, before the change's own record.
 func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (FreezeView, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -79,6 +82,8 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 	if k.state.Frozen == frozen {
 		return FreezeView{FreezeState: k.state, Pinned: k.pinned}, nil
 	}
+	k.engine.freeze.Lock()
+	defer k.engine.freeze.Unlock()
 	now := k.engine.deps.Now()
 	st := FreezeState{Frozen: frozen, Reason: reason, By: by, UpdatedTS: now}
 	ev := FreezeEvent{Event: "freeze", TS: FormatTime(now), Frozen: frozen, Reason: reason, By: by}
@@ -89,7 +94,7 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 		return FreezeView{}, err
 	}
 	k.state = st
-	k.engine.SetFrozen(frozen)
+	k.engine.frozen.Store(frozen)
 	ev.Event = EventFreezeFlipped
 	k.engine.deps.Publisher.Publish(Event{Type: EventFreezeFlipped, Body: ev})
 	action := "cleared"
