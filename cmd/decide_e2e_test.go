@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,6 +344,35 @@ func TestStartupRefusals(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, out, "polic")
 	})
+}
+
+// TestCrossOriginBrowserRequestsRefused: an engine without a token (open
+// on loopback) refuses what a web page of another origin would post to it,
+// and still serves clients that are not browsers and same-origin requests.
+func TestCrossOriginBrowserRequestsRefused(t *testing.T) {
+	p := startEngine(t, baseEnv(t))
+	post := func(headers map[string]string) response {
+		req, err := http.NewRequest("POST", p.URL+"/v1/decide", jsonReader(t, envelope(nil)))
+		require.NoError(t, err)
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		return do(t, req)
+	}
+	for name, h := range map[string]map[string]string{
+		"foreign Origin":            {"Origin": "http://evil.example"},
+		"Sec-Fetch-Site cross-site": {"Sec-Fetch-Site": "cross-site"},
+		"text/plain form post":      {"Origin": "http://evil.example", "Content-Type": "text/plain"},
+	} {
+		r := post(h)
+		assert.Equal(t, 403, r.Status, name)
+		assert.Equal(t, "cross_origin_request", r.str("reason"), name)
+		assert.Equal(t, "deny", r.str("decision"), name)
+	}
+	assert.Equal(t, 200, post(nil).Status, "a client that is not a browser")
+	assert.Equal(t, 200, post(map[string]string{"Sec-Fetch-Site": "same-origin"}).Status)
+	assert.Equal(t, 200, post(map[string]string{"Origin": p.URL}).Status, "same origin")
+	assert.Empty(t, p.logsWith("decision failed closed"))
 }
 
 func TestAuthAndHeaders(t *testing.T) {

@@ -85,7 +85,25 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, s.tokenAuth(h.ServeHTTP))
 	}
-	return s.recoverer(securityHeaders(mux))
+	return s.recoverer(securityHeaders(crossOrigin(mux)))
+}
+
+// crossOrigin refuses state-changing requests that a browser sends from
+// another origin (Sec-Fetch-Site, or an Origin whose host is not the
+// request's Host: net/http's CrossOriginProtection), so that a web page
+// cannot post to an engine it can reach, e.g. on loopback with no token.
+// Clients that are not browsers send neither header and are not affected.
+func crossOrigin(next http.Handler) http.Handler {
+	c := http.NewCrossOriginProtection()
+	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := map[string]any{"error": "forbidden", "reason": "cross_origin_request"}
+		if r.URL.Path == "/v1/decide" {
+			writeRefusal(w, http.StatusForbidden, body)
+			return
+		}
+		writeJSON(w, http.StatusForbidden, body)
+	}))
+	return c.Handler(next)
 }
 
 func securityHeaders(next http.Handler) http.Handler {
