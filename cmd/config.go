@@ -63,7 +63,7 @@ var serveDefaults = map[string]any{
 	"syslog_format": export.FormatJSON, "syslog_facility": export.DefaultFacility, "syslog_tls_verify": "true",
 	"syslog_tls_ca": "", "webhook_url": "", "webhook_queue_size": strconv.Itoa(export.DefaultQueueSize),
 	"syslog_max_message": strconv.Itoa(export.DefaultMaxMessage),
-	"webhook_secret": "",
+	"webhook_secret":     "",
 }
 
 // newViper returns a viper reading SVC_* variables with every default set.

@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"bytes"
-	"encoding/json"
-	"net/http"
-)
+import "net/http"
 
 func (s *Server) handleGetFreeze(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.kill.Query())
@@ -33,9 +29,8 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body freezeBody
-	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
-			"reason": "body must be a JSON object {frozen, reason}"})
+	if err := decodeStrict(raw, &body, "body must be a JSON object {frozen, reason}", "frozen", "reason"); err != nil {
+		s.writeError(w, err)
 		return
 	}
 	if body.Frozen == nil {

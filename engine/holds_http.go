@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -95,6 +93,9 @@ func notFoundHold(err error, id string) error {
 	return err
 }
 
+// resolveFields are the member names of a resolve body (docs/api.md).
+var resolveFields = []string{"decision", "reason", "principal", "principal.type", "principal.id"}
+
 type resolveBody struct {
 	Decision  *string    `json:"decision"` // nil and "" are both refused by the resolver
 	Reason    *string    `json:"reason"`
@@ -108,10 +109,8 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body resolveBody
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
-			"reason": "body must be a JSON object {decision, reason?}"})
+	if err := decodeStrict(raw, &body, "body must be a JSON object {decision, reason?}", resolveFields...); err != nil {
+		s.writeError(w, err)
 		return
 	}
 	// The resolver validates decision after looking the hold up, so an

@@ -71,6 +71,9 @@ func parsePolicy(src string) (policy, error) {
 	if raw == nil {
 		return policy{}, errors.New("want a JSON object {rule: [principal types]}, got null")
 	}
+	if err := uniqueRules(src); err != nil {
+		return policy{}, err
+	}
 	for rule, types := range raw {
 		rule = strings.TrimSpace(rule)
 		if rule == "" {
@@ -91,6 +94,25 @@ func parsePolicy(src string) (policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// uniqueRules refuses a rule listed twice in the policy src, also when the
+// two keys differ only by surrounding space: a map would keep either one,
+// depending on its iteration order.
+func uniqueRules(src string) error {
+	keys, err := objectKeys([]byte(src))
+	if err != nil {
+		return fmt.Errorf("want a JSON object {rule: [principal types]}: %w", err)
+	}
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		rule := strings.TrimSpace(k)
+		if seen[rule] {
+			return fmt.Errorf("rule %q is listed more than once (keys are compared after trimming spaces); list each rule once", rule)
+		}
+		seen[rule] = true
+	}
+	return nil
 }
 
 // allowed returns the principal types that may resolve holds of rule.

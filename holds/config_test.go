@@ -53,6 +53,52 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// A key given twice, or two keys equal once trimmed, would let map order
+// or the last duplicate pick the policy or the principal of a token: both
+// are refused at start-up, naming the variable and never the token.
+func TestConfigRefusesAmbiguousKeys(t *testing.T) {
+	const secret = "s3cr3t-resolver-token"
+	tests := []struct {
+		name     string
+		cfg      Config
+		variable string
+		reason   string
+	}{
+		{"policy keys equal once trimmed", Config{ResolutionPolicy: `{"default": ["human"], " default ": ["automation"]}`},
+			"SVC_RESOLUTION_POLICY", `rule "default" is listed more than once`},
+		{"policy duplicate key", Config{ResolutionPolicy: `{"default": ["human"], "default": ["automation"]}`},
+			"SVC_RESOLUTION_POLICY", `rule "default" is listed more than once`},
+		{"policy duplicate rule", Config{ResolutionPolicy: `{"svc.policy/x": ["agent"], "svc.policy/x\t": []}`},
+			"SVC_RESOLUTION_POLICY", `rule "svc.policy/x" is listed more than once`},
+		{"policy duplicate through an escape", Config{ResolutionPolicy: `{"default": ["human"], "d\u0065fault": ["agent"]}`},
+			"SVC_RESOLUTION_POLICY", `rule "default" is listed more than once`},
+		{"duplicate token", Config{ResolverTokens: `{"` + secret + `": {"type": "human", "id": "alice"}, "` +
+			secret + `": {"type": "automation", "id": "ci"}}`},
+			"SVC_RESOLVER_TOKENS", "entries 1 and 2 have the same token"},
+		{"duplicate token through an escape", Config{ResolverTokens: `{"t": {"type": "human", "id": "a"}, "b": {"type": "human", "id": "b"}, "\u0074": {"type": "agent", "id": "c"}}`},
+			"SVC_RESOLVER_TOKENS", "entries 1 and 3 have the same token"},
+		{"duplicate token in a file", Config{ResolverTokens: writeTokens(t, t.TempDir(), `{"`+secret+`": {"type": "human", "id": "a"}, "`+
+			secret+`": {"type": "human", "id": "b"}}`)},
+			"SVC_RESOLVER_TOKENS", "entries 1 and 2 have the same token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			require.Error(t, err)
+			require.ErrorContains(t, err, tt.variable)
+			require.ErrorContains(t, err, tt.reason)
+			require.NotContains(t, err.Error(), secret, "the error must not echo a token")
+		})
+	}
+}
+
+func TestResolutionPolicyKeysStillTrimmed(t *testing.T) {
+	p, err := parsePolicy(`{" default ": ["agent"], "svc.policy/y": ["human"], "svc.policy/z ": ["automation"]}`)
+	require.NoError(t, err)
+	require.Equal(t, []string{TypeAgent}, p.allowed("svc.policy/x"))
+	require.Equal(t, []string{TypeAutomation}, p.allowed("svc.policy/z"))
+}
+
 func TestResolutionPolicy(t *testing.T) {
 	const budget = "svc.policy/session_delete_budget"
 	tests := []struct {

@@ -68,6 +68,9 @@ func parseTokens(data []byte) (tokenSet, error) {
 	if raw == nil {
 		return nil, errors.New("resolver tokens: want a JSON object {token: {type, id}}, got null")
 	}
+	if err := uniqueTokens(data); err != nil {
+		return nil, err
+	}
 	set := make(tokenSet, 0, len(raw))
 	for token, value := range raw {
 		var p engine.Principal
@@ -84,6 +87,48 @@ func parseTokens(data []byte) (tokenSet, error) {
 		set = append(set, tokenEntry{digest: sha256.Sum256([]byte(token)), principal: cp})
 	}
 	return set, nil
+}
+
+// uniqueTokens refuses a token listed twice in the JSON object data, which
+// a map would silently keep the last of. The error names the entries by
+// position, never by token.
+func uniqueTokens(data []byte) error {
+	keys, err := objectKeys(data)
+	if err != nil {
+		return fmt.Errorf("resolver tokens: %w", err)
+	}
+	first := make(map[string]int, len(keys))
+	for i, k := range keys {
+		if j, dup := first[k]; dup {
+			return fmt.Errorf("resolver tokens: entries %d and %d have the same token; each token must be listed once", j+1, i+1)
+		}
+		first[k] = i
+	}
+	return nil
+}
+
+// objectKeys returns the member names of the JSON object data in order,
+// escapes decoded, duplicates kept: what decoding into a map hides. data
+// must be a JSON object (strictDecode checks it first).
+func objectKeys(data []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("read object: %w", err)
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("read member name: %w", err)
+		}
+		key, _ := tok.(string)
+		keys = append(keys, key)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, fmt.Errorf("read member value: %w", err)
+		}
+	}
+	return keys, nil
 }
 
 // strictDecode decodes exactly one JSON value with no unknown fields. A

@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ambiguousCase is a body that JSON readers disagree on or a strict reader
+// refuses, with the member the refusal names ("" for the body as a whole).
+type ambiguousCase struct {
+	name, body, field string
+}
+
+// resolveAmbiguous are the reproduced lax readings of a resolve body.
+var resolveAmbiguous = []ambiguousCase{
+	{"duplicate, last wins", `{"decision":"reject","decision":"approve"}`, "decision"},
+	{"duplicate through an escape", `{"decision":"reject","d\u0065cision":"approve"}`, "decision"},
+	{"case variant", `{"decision":"reject","DECISION":"approve"}`, "DECISION"},
+	{"case variant alone", `{"Decision":"approve"}`, "Decision"},
+	{"matches only after Unicode folding", `{"deciſion":"approve"}`, "deciſion"},
+	{"surrounding space", `{" decision":"approve"}`, " decision"},
+	{"unknown field", `{"decision":"approve","approved":true}`, "approved"},
+	{"dotted name", `{"decision":"approve","principal.type":"human"}`, "principal.type"},
+	{"second object", `{"decision":"reject"}{"decision":"approve"}`, ""},
+	{"trailing garbage", `{"decision":"reject"} garbage`, ""},
+	{"duplicate in principal", `{"decision":"approve","principal":{"type":"agent","id":"a","type":"human"}}`, "principal.type"},
+	{"case variant in principal", `{"decision":"approve","principal":{"type":"agent","id":"a","TYPE":"human"}}`, "principal.TYPE"},
+	{"unknown field in principal", `{"decision":"approve","principal":{"type":"human","id":"a","admin":true}}`, "principal.admin"},
+	{"not an object", `["approve"]`, ""},
+	{"null", `null`, ""},
+	{"empty", ``, ""},
+	{"malformed", `{"decision":`, ""},
+	{"wrong type", `{"decision":true}`, "decision"},
+}
+
+// freezeAmbiguous are the reproduced lax readings of a freeze body.
+var freezeAmbiguous = []ambiguousCase{
+	{"case variant freezes", `{"frozen":false,"FROZEN":true}`, "FROZEN"},
+	{"duplicate, last wins", `{"frozen":true,"frozen":false}`, "frozen"},
+	{"duplicate through an escape", `{"frozen":true,"fr\u006fzen":false}`, "frozen"},
+	{"duplicate reason", `{"frozen":true,"reason":"a","reason":"b"}`, "reason"},
+	{"unknown field", `{"frozen":true,"pinned":true}`, "pinned"},
+	{"second object", `{"frozen":false}{"frozen":true}`, ""},
+	{"trailing garbage", `{"frozen":true} garbage`, ""},
+	{"not an object", `true`, ""},
+	{"wrong type", `{"frozen":"true"}`, "frozen"},
+}
+
+func TestDecodeStrict(t *testing.T) {
+	fields := []string{"decision", "reason", "principal", "principal.type", "principal.id"}
+	tests := []struct {
+		name, body string
+		want       resolveBody
+	}{
+		{"documented body", `{"decision": "approve", "reason": "cleanup ticket OPS-12"}`,
+			resolveBody{Decision: ptr("approve"), Reason: ptr("cleanup ticket OPS-12")}},
+		{"with principal", `{"decision":"reject","principal":{"type":"human","id":"carol"}}`,
+			resolveBody{Decision: ptr("reject"), Principal: &Principal{Type: "human", ID: "carol"}}},
+		{"escaped name, once", `{"d\u0065cision":"approve"}`, resolveBody{Decision: ptr("approve")}},
+		{"whitespace around", " \n\t{\"decision\":\"approve\"}\r\n ", resolveBody{Decision: ptr("approve")}},
+		{"null members", `{"decision":null,"reason":null,"principal":null}`, resolveBody{}},
+		{"empty object", `{}`, resolveBody{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got resolveBody
+			require.NoError(t, decodeStrict([]byte(tt.body), &got, "usage", fields...))
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	for _, tt := range resolveAmbiguous {
+		t.Run(tt.name, func(t *testing.T) {
+			var got resolveBody
+			err := decodeStrict([]byte(tt.body), &got, "usage", fields...)
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, EINVALID, e.Code)
+			assert.Equal(t, "invalid_json", e.Name)
+			assert.Equal(t, tt.field, fieldOf(e))
+		})
+	}
+}
+
+func TestDecodeStrictReasons(t *testing.T) {
+	tests := []struct{ name, body, reason string }{
+		{"duplicate", `{"frozen":true,"frozen":false}`, "duplicate key (keys must be unique)"},
+		{"unknown", `{"FROZEN":true}`, "field names are spelled exactly as documented: frozen, reason"},
+		{"nested unknown", `{"reason":{"x":1}}`, "field names are spelled exactly as documented: none"},
+		{"not an object", `{} []`, "usage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got freezeBody
+			err := decodeStrict([]byte(tt.body), &got, "usage", "frozen", "reason")
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, tt.reason, e.Message)
+		})
+	}
+}
+
+func TestResolveBodyIsStrict(t *testing.T) {
+	for _, tt := range resolveAmbiguous {
+		t.Run(tt.name, func(t *testing.T) {
+			res := &recordingResolver{}
+			code, body := post(t, newStrictServer(t, res), "/v1/holds/h1/resolve", tt.body)
+			assert.Equal(t, http.StatusBadRequest, code)
+			assert.Equal(t, "invalid_json", body["error"])
+			assert.Equal(t, tt.field, fieldOf(body))
+			assert.NotEmpty(t, body["reason"])
+			assert.Nil(t, res.got, "the resolver must not see an ambiguous body")
+		})
+	}
+}
+
+func TestResolveValidBodies(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       ResolveRequest
+	}{
+		{"documented", `{"decision": "approve", "reason": "cleanup ticket OPS-12"}`,
+			ResolveRequest{Decision: "approve", Reason: "cleanup ticket OPS-12"}},
+		{"reject without reason", `{"decision":"reject"}`, ResolveRequest{Decision: "reject"}},
+		{"asserted principal", `{"decision":"approve","principal":{"type":"human","id":"carol"}}`,
+			ResolveRequest{Decision: "approve", Asserted: &Principal{Type: "human", ID: "carol"}}},
+		{"no decision reaches the resolver", `{}`, ResolveRequest{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := &recordingResolver{}
+			code, body := post(t, newStrictServer(t, res), "/v1/holds/h1/resolve", tt.body)
+			require.Equal(t, http.StatusOK, code, "%v", body)
+			require.NotNil(t, res.got)
+			assert.Equal(t, "h1", res.got.HoldID)
+			assert.Equal(t, tt.want.Decision, res.got.Decision)
+			assert.Equal(t, tt.want.Reason, res.got.Reason)
+			assert.Equal(t, tt.want.Asserted, res.got.Asserted)
+		})
+	}
+}
+
+func TestFreezeBodyIsStrict(t *testing.T) {
+	for _, tt := range freezeAmbiguous {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newStrictServer(t, &recordingResolver{})
+			code, body := post(t, srv, "/v1/freeze", tt.body)
+			assert.Equal(t, http.StatusBadRequest, code)
+			assert.Equal(t, "invalid_json", body["error"])
+			assert.Equal(t, tt.field, fieldOf(body))
+			assert.False(t, srv.kill.Query().Frozen, "an ambiguous body must change nothing")
+		})
+	}
+}
+
+func TestFreezeValidBodies(t *testing.T) {
+	tests := []struct {
+		name, body string
+		frozen     bool
+		reason     string
+	}{
+		{"freeze with reason", `{"frozen": true, "reason": "incident 42"}`, true, "incident 42"},
+		{"freeze without reason", `{"frozen":true}`, true, ""},
+		{"clear", `{"frozen":false,"reason":"resolved"}`, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newStrictServer(t, &recordingResolver{})
+			code, body := post(t, srv, "/v1/freeze", tt.body)
+			require.Equal(t, http.StatusOK, code, "%v", body)
+			st := srv.kill.Query()
+			assert.Equal(t, tt.frozen, st.Frozen)
+			assert.Equal(t, tt.reason, st.Reason)
+		})
+	}
+	code, body := post(t, newStrictServer(t, &recordingResolver{}), "/v1/freeze", `{"reason":"x"}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "invalid_request", body["error"], "frozen is still required")
+	assert.Equal(t, "frozen", body["field"])
+}
+
+// strictServer is a Server over a recording resolver and an in-memory kill
+// switch, answering SVC_AUTH_TOKEN "op".
+type strictServer struct {
+	handler http.Handler
+	kill    *KillSwitch
+}
+
+func newStrictServer(t *testing.T, res Resolver) strictServer {
+	t.Helper()
+	e, err := New(Config{}, Deps{Evaluator: struct{ Evaluator }{}, Budgets: struct{ Budgets }{},
+		Holds: struct{ Holds }{}, Recorder: nopJournal{}, Logger: zerolog.Nop()})
+	require.NoError(t, err)
+	kill, err := NewKillSwitch(context.Background(), e, &memFreeze{}, false)
+	require.NoError(t, err)
+	srv := NewServer(ServerConfig{AuthToken: "op", MaxBodyBytes: 1 << 16},
+		ServerDeps{Engine: e, Resolver: res, KillSwitch: kill, Logger: zerolog.Nop()})
+	return strictServer{handler: srv.Handler(), kill: kill}
+}
+
+// post sends body with the operator token and decodes the JSON answer.
+func post(t *testing.T, srv strictServer, path, body string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer op")
+	rec := httptest.NewRecorder()
+	srv.handler.ServeHTTP(rec, req)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out), rec.Body.String())
+	return rec.Code, out
+}
+
+// fieldOf returns the "field" of an *Error or of an answer body, "" if none.
+func fieldOf(v any) string {
+	switch x := v.(type) {
+	case *Error:
+		f, _ := x.Fields["field"].(string)
+		return f
+	case map[string]any:
+		f, _ := x["field"].(string)
+		return f
+	}
+	return ""
+}
+
+func ptr(s string) *string { return &s }
+
+// recordingResolver resolves every hold, keeping the last request.
+type recordingResolver struct{ got *ResolveRequest }
+
+func (r *recordingResolver) Resolve(_ context.Context, req ResolveRequest) (Hold, error) {
+	r.got = &req
+	return Hold{ID: req.HoldID, Status: HoldApproved}, nil
+}
+
+func (r *recordingResolver) Identify(string) (Principal, bool, error) {
+	return Principal{}, false, nil
+}
+
+// nopJournal accepts every record.
+type nopJournal struct{ Journal }
+
+func (nopJournal) Record(context.Context, string, any) error { return nil }
+
+// memFreeze keeps the freeze state in memory.
+type memFreeze struct{ st FreezeState }
+
+func (m *memFreeze) LoadFreeze(context.Context) (FreezeState, error) { return m.st, nil }
+
+func (m *memFreeze) SaveFreeze(_ context.Context, st FreezeState) error {
+	m.st = st
+	return nil
+}
