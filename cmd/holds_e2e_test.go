@@ -194,6 +194,40 @@ func TestHoldErrors(t *testing.T) {
 	assert.Contains(t, r.Body, "next_cursor")
 }
 
+// A resolve or freeze body that JSON readers disagree on (a duplicate key,
+// a case variant, trailing data) is refused and changes nothing: a proxy
+// reading the first "decision" would otherwise record what svc did not do.
+func TestAmbiguousResolveAndFreezeBodiesRefused(t *testing.T) {
+	p, _ := holdsEngine(t, nil)
+	id, _ := raiseHold(t, p, nil)
+	for body, field := range map[string]string{
+		`{"decision":"reject","decision":"approve"}`:  "decision",
+		`{"decision":"reject","DECISION":"approve"}`:  "DECISION",
+		`{"decision":"reject"}{"decision":"approve"}`: "",
+		`{"decision":"reject"} garbage`:               "",
+	} {
+		r := resolve(t, p, "tok-bob", id, body)
+		assert.Equal(t, 400, r.Status, body)
+		assert.Equal(t, "invalid_json", r.str("error"), body)
+		assert.Equal(t, field, r.str("field"), body)
+	}
+	assert.Equal(t, "pending", p.call(t, "GET", "/v1/holds/"+id, nil).str("status"))
+	for body, field := range map[string]string{
+		`{"frozen":false,"FROZEN":true}`: "FROZEN",
+		`{"frozen":true,"frozen":false}`: "frozen",
+		`{"frozen":true} garbage`:        "",
+	} {
+		r := p.callAs(t, "tok-bob", "POST", "/v1/freeze", body)
+		assert.Equal(t, 400, r.Status, body)
+		assert.Equal(t, "invalid_json", r.str("error"), body)
+		assert.Equal(t, field, r.str("field"), body)
+	}
+	assert.Equal(t, false, p.call(t, "GET", "/v1/freeze", nil).Body["frozen"])
+	r := resolve(t, p, "tok-bob", id, `{"decision": "reject", "reason": "ambiguity refused"}`)
+	require.Equal(t, 200, r.Status, "%v", r.Body)
+	assert.Equal(t, "rejected", r.str("status"))
+}
+
 func TestResolverVerification(t *testing.T) {
 	t.Run("verification not configured", func(t *testing.T) {
 		env := baseEnv(t)
@@ -475,4 +509,81 @@ func TestHoldsCLI(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &items))
 	assert.Len(t, items, 5)
+}
+
+// TestResolutionPrecedesItsRedemptionInTheAuditLog races many re-submissions
+// against each approval: no allow of a hold is ever on record before the
+// line of its approval, since the approval is committed with its line.
+func TestResolutionPrecedesItsRedemptionInTheAuditLog(t *testing.T) {
+	const rounds, resubmitters = 30, 8
+	p, env := holdsEngine(t, nil)
+	for round := range rounds {
+		id, _ := raiseHold(t, p, map[string]any{"agent.session_id": fmt.Sprintf("held-%d", round)})
+		var wg sync.WaitGroup
+		for i := range resubmitters {
+			wg.Go(func() {
+				edits := map[string]any{"agent.session_id": fmt.Sprintf("re-%d-%d", round, i)}
+				for range 2000 {
+					if d := p.decide(t, resubmission(id, edits)); d.str("reason") != "svc_hold_not_approved" {
+						return
+					}
+				}
+			})
+		}
+		require.Equal(t, 200, resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"}).Status)
+		wg.Wait()
+	}
+	p.stop(t)
+	approved, allows := map[any]bool{}, 0
+	for i, rec := range auditLines(t, env["SVC_AUDIT_LOG"]) {
+		switch {
+		case rec["event"] == "hold_resolution" && rec["status"] == "approved":
+			approved[rec["hold_id"]] = true
+		case rec["event"] == "decision" && rec["verdict"] == "allow":
+			allows++
+			require.True(t, approved[rec["hold_id"]], "line %d: allow of hold %v before its approval", i, rec["hold_id"])
+		}
+	}
+	assert.Equal(t, rounds, allows)
+}
+
+// TestResolutionAuditFailureIsNotApplied: a resolution whose audit line
+// cannot be written answers 500 audit_unavailable and leaves the hold
+// pending, so a re-submission is still refused as not approved.
+func TestResolutionAuditFailureIsNotApplied(t *testing.T) {
+	p, env := holdsEngine(t, nil)
+	id, _ := raiseHold(t, p, nil)
+	path := env["SVC_AUDIT_LOG"]
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Mkdir(path, 0o700))
+	r := resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"})
+	assert.Equal(t, 500, r.Status, "%v", r.Body)
+	assert.Equal(t, "audit_unavailable", r.str("error"))
+	assert.Equal(t, id, r.str("hold_id"))
+	assert.Equal(t, "pending", p.call(t, "GET", "/v1/holds/"+id, nil).str("status"))
+
+	require.NoError(t, os.Remove(path))
+	assert.Equal(t, "pending", resubmitVerdict(t, p, id, "svc_hold_not_approved"))
+	require.Equal(t, 200, resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"}).Status)
+	assert.Equal(t, "allow", p.decide(t, resubmission(id, nil)).str("decision"))
+}
+
+// TestConcurrentResolutionsOneWins: of concurrent approvals of one hold,
+// one is applied; the others answer 409 not_resolvable with its status.
+func TestConcurrentResolutionsOneWins(t *testing.T) {
+	p, _ := holdsEngine(t, nil)
+	id, _ := raiseHold(t, p, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[string]int{}
+	for range 10 {
+		wg.Go(func() {
+			r := resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"})
+			mu.Lock()
+			defer mu.Unlock()
+			counts[fmt.Sprintf("%d/%s/%s", r.Status, r.str("error"), r.str("status"))]++
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, map[string]int{"200//approved": 1, "409/not_resolvable/approved": 9}, counts)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
-	"github.com/svc-dev/svc/holds"
 )
 
 // A hold is written in the transaction of its decision's record: when the
@@ -46,6 +45,18 @@ func (p *pipeline) resubmit(t *testing.T, session, holdID string) engine.Decisio
 	return d
 }
 
+// approve approves hold id as a resolver does: the resolution is the hold
+// write of its audit commit.
+func (p *pipeline) approve(t *testing.T, id string) {
+	t.Helper()
+	rec := engine.HoldEvent{Event: engine.EventHoldResolution, HoldID: id, Status: engine.HoldApproved}
+	require.NoError(t, p.audit.Commit(context.Background(), engine.Entry{
+		Records: []engine.AuditRecord{{Kind: engine.EventHoldResolution, Body: rec}},
+		Resolve: &engine.HoldResolution{HoldID: id, Status: engine.HoldApproved,
+			By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, At: time.Now()},
+	}))
+}
+
 // Re-submissions of one approved hold from many sessions at once (so no
 // session lock orders them) race for its consumption inside their commits:
 // exactly one is allowed, every other is refused as consumed, and only the
@@ -54,10 +65,7 @@ func TestConcurrentRedemptionsConsumeTheHoldOnce(t *testing.T) {
 	p := newPipeline(t, realOPA(t), nil)
 	held := p.decideIn(t, "s0", "delete", 1, "production", "irreversible", "broad")
 	require.Equal(t, engine.RequireApproval, held.Decision)
-	_, err := p.holds.Resolve(context.Background(), held.HoldID, holds.Resolution{
-		Status: engine.HoldApproved, By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, Now: time.Now(),
-	})
-	require.NoError(t, err)
+	p.approve(t, held.HoldID)
 
 	const n = 24
 	decisions := make([]engine.Decision, n)
@@ -86,9 +94,10 @@ func TestConcurrentRedemptionsConsumeTheHoldOnce(t *testing.T) {
 
 	rows, err := p.audit.Records(context.Background(), engine.EventHoldResolution)
 	require.NoError(t, err)
-	require.Len(t, rows, 2, "the creation and the one consumption")
+	require.Len(t, rows, 3, "the creation, the approval and the one consumption")
 	assert.Contains(t, string(rows[0].Body), `"status":"pending"`)
-	assert.Contains(t, string(rows[1].Body), `"status":"consumed"`)
+	assert.Contains(t, string(rows[1].Body), `"status":"approved"`)
+	assert.Contains(t, string(rows[2].Body), `"status":"consumed"`)
 }
 
 // A re-submission whose commit fails is denied: the hold stays approved,
@@ -98,11 +107,8 @@ func TestFailedRedemptionDenyIsOnRecord(t *testing.T) {
 	p := newPipeline(t, realOPA(t), nil)
 	held := p.decideIn(t, "s", "delete", 1, "production", "irreversible", "broad")
 	require.Equal(t, engine.RequireApproval, held.Decision)
-	_, err := p.holds.Resolve(context.Background(), held.HoldID, holds.Resolution{
-		Status: engine.HoldApproved, By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, Now: time.Now(),
-	})
-	require.NoError(t, err)
-	_, err = p.db.SQL().ExecContext(context.Background(), "DROP TABLE audit")
+	p.approve(t, held.HoldID)
+	_, err := p.db.SQL().ExecContext(context.Background(), "DROP TABLE audit")
 	require.NoError(t, err)
 
 	d := p.resubmit(t, "s", held.HoldID)

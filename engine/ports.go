@@ -56,10 +56,12 @@ type AuditRecord struct {
 type Journal interface {
 	Recorder
 	// Commit records the entry's records in order and, in the same
-	// transaction, stores its charge and creates or consumes its hold; it
-	// returns only once all are stored, and an error means nothing of it
-	// was stored. A consumption of a hold that is no longer approved and
-	// unexpired fails with ErrConflict.
+	// transaction, stores its charge and makes its hold write (creates,
+	// consumes or resolves its hold); it returns only once all are stored,
+	// and an error means nothing of it was stored. An entry carries one
+	// hold write at most. A consumption of a hold that is no longer
+	// approved and unexpired, or a resolution of one that is no longer
+	// pending and unexpired, fails with ErrConflict.
 	Commit(ctx context.Context, e Entry) error
 	// RecordDegraded records, best effort, the record of a decision whose
 	// Commit failed (its fail-closed deny): to each sink of the audit log
@@ -69,12 +71,25 @@ type Journal interface {
 	RecordDegraded(ctx context.Context, kind string, record any) error
 }
 
-// Entry is what one decision puts on record.
+// Entry is what one decision, or one resolution of a hold, puts on record.
+// At most one of Create, Consume and Resolve is set.
 type Entry struct {
 	Records []AuditRecord
-	Charge  *Charge      // the charge of an allow; nil when none
-	Create  *Hold        // the hold a require_approval raises; nil when none
-	Consume *Consumption // the approved hold a re-submission redeems; nil when none
+	Charge  *Charge         // the charge of an allow; nil when none
+	Create  *Hold           // the hold a require_approval raises; nil when none
+	Consume *Consumption    // the approved hold a re-submission redeems; nil when none
+	Resolve *HoldResolution // the pending hold an approver resolves; nil when none
+}
+
+// HoldResolution approves or rejects a pending hold: a compare-and-set from
+// pending and unexpired (at At) to Status, decided by By at At.
+type HoldResolution struct {
+	HoldID   string
+	Status   string    // HoldApproved or HoldRejected
+	By       Principal // who decided
+	Verified bool      // By came from a resolver credential, not the request body
+	Reason   string    // the approver's free text; "" when none
+	At       time.Time // decision time; the hold must be unexpired then
 }
 
 // Consumption redeems an approved hold: a compare-and-set from approved and

@@ -21,9 +21,11 @@
 //     the fact about the hold rather than a misleading "not you".
 //  5. 403 actor_is_approver (four eyes, absolute), then 403
 //     principal_type_not_allowed (SVC_RESOLUTION_POLICY, configurable).
-//  6. The store's compare-and-set; a lost race answers 409 with the
+//  6. The store's compare-and-set, made in the audit commit of the
+//     resolution's line (Journal.Commit), so the hold is resolved together
+//     with its line or not at all; a lost race answers 409 with the
 //     winner's status.
-//  7. The audit line; if it cannot be written the resolution is reverted and
+//  7. If the audit line cannot be written the resolution is not applied and
 //     the answer is 500 audit_unavailable (fail closed).
 //
 // Identity comes before state because it is a property of the caller and

@@ -98,22 +98,32 @@ func (c *clock) Set(t time.Time) {
 	c.t = t
 }
 
-// recorder is an audit sink that can be made to fail.
+// recorder is a Journal that can be made to fail: it makes an entry's
+// hold resolution in a transaction of its own on store and keeps its
+// records; a failing commit stores nothing.
 type recorder struct {
+	store   *Store
 	mu      sync.Mutex
 	kinds   []string
 	records []engine.HoldEvent
 	err     error
 }
 
-func (r *recorder) Record(_ context.Context, kind string, rec any) error {
+func (r *recorder) Commit(ctx context.Context, e engine.Entry) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
 		return r.err
 	}
-	r.kinds = append(r.kinds, kind)
-	r.records = append(r.records, rec.(engine.HoldEvent))
+	if e.Resolve != nil {
+		if err := r.store.resolveAlone(ctx, *e.Resolve); err != nil {
+			return fmt.Errorf("commit audit: %w", err)
+		}
+	}
+	for _, rec := range e.Records {
+		r.kinds = append(r.kinds, rec.Kind)
+		r.records = append(r.records, rec.Body.(engine.HoldEvent))
+	}
 	return nil
 }
 
@@ -162,7 +172,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg Config) fixture {
 	t.Helper()
-	f := fixture{store: newTestStore(t), rec: &recorder{}, pub: &publisher{}, clock: &clock{t: t0.Add(time.Minute)}}
+	store := newTestStore(t)
+	f := fixture{store: store, rec: &recorder{store: store}, pub: &publisher{}, clock: &clock{t: t0.Add(time.Minute)}}
 	svc, err := NewService(f.store, cfg, f.rec, f.pub, zerolog.Nop())
 	require.NoError(t, err)
 	svc.Now = f.clock.Now

@@ -56,7 +56,7 @@ func TestListStatusFilter(t *testing.T) {
 		newHold("consumed", t0), newHold("lapsed", t0.Add(-2*time.Hour)), newHold("lapsed-approved", t0.Add(-59*time.Minute)))
 	for id, st := range map[string]string{"approved": engine.HoldApproved, "rejected": engine.HoldRejected,
 		"consumed": engine.HoldApproved, "lapsed-approved": engine.HoldApproved} {
-		_, err := s.Resolve(ctx, id, Resolution{Status: st, By: by, Now: t0})
+		_, err := s.Resolve(ctx, id, engine.HoldResolution{Status: st, By: by, At: t0})
 		require.NoError(t, err)
 	}
 	_, err := s.Consume(ctx, "consumed", "d", t0)

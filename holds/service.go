@@ -22,13 +22,18 @@ const (
 // MaxReasonBytes bounds the free-text reason of a resolution.
 const MaxReasonBytes = 1024
 
-// revertTimeout bounds the undo of a resolution that could not be audited.
-const revertTimeout = 5 * time.Second
+// Journal is the audit log the Service writes to (the ledger's Audit, an
+// engine.Journal): Commit stores an entry's records and its hold write as
+// one durable step, so a resolution is applied with its audit line or not
+// at all.
+type Journal interface {
+	Commit(ctx context.Context, e engine.Entry) error
+}
 
 // Service resolves holds (engine.Resolver) and expires them (Run): it
 // establishes who the approver is, enforces verification, four eyes and
-// the resolution policy, applies the transition and writes its audit line
-// and webhook event.
+// the resolution policy, commits the transition with its audit line and
+// publishes its webhook event.
 type Service struct {
 	// Now is the clock used when a request carries no time; tests replace
 	// it before use.
@@ -38,18 +43,18 @@ type Service struct {
 	cfg      Config
 	policy   policy
 	terminal map[string]bool
-	rec      engine.Recorder
+	journal  Journal
 	pub      engine.Publisher
 	log      zerolog.Logger
 }
 
 var _ engine.Resolver = (*Service)(nil)
 
-// NewService validates cfg and returns a Service over store that audits to
-// rec and publishes webhook events to pub.
-func NewService(store *Store, cfg Config, rec engine.Recorder, pub engine.Publisher, log zerolog.Logger) (*Service, error) {
-	if store == nil || rec == nil || pub == nil {
-		return nil, errors.New("new hold service: store, recorder and publisher are required")
+// NewService validates cfg and returns a Service over store that commits
+// its transitions to journal and publishes webhook events to pub.
+func NewService(store *Store, cfg Config, journal Journal, pub engine.Publisher, log zerolog.Logger) (*Service, error) {
+	if store == nil || journal == nil || pub == nil {
+		return nil, errors.New("new hold service: store, journal and publisher are required")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new hold service: %w", err)
@@ -63,7 +68,7 @@ func NewService(store *Store, cfg Config, rec engine.Recorder, pub engine.Publis
 		log.Warn().Msg("approver verification is required but SVC_RESOLVER_TOKENS binds no credential: every hold resolution will be refused")
 	}
 	return &Service{Now: time.Now, store: store, cfg: cfg, policy: pol, terminal: terminal,
-		rec: rec, pub: pub, log: log}, nil
+		journal: journal, pub: pub, log: log}, nil
 }
 
 // Resolve approves or rejects a pending hold on behalf of the principal the
@@ -89,18 +94,43 @@ func (s *Service) Resolve(ctx context.Context, r engine.ResolveRequest) (engine.
 	if err := s.authorize(h, who); err != nil {
 		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", h.ID, err)
 	}
-	res := Resolution{Status: status, By: who, Verified: verified, Reason: r.Reason, Now: now}
-	out, err := s.store.Resolve(ctx, h.ID, res)
-	if err != nil {
+	res := engine.HoldResolution{HoldID: h.ID, Status: status, By: who, Verified: verified, Reason: r.Reason, At: now}
+	out := resolved(h, res)
+	if err := s.commit(ctx, out, res); err != nil {
 		return engine.Hold{}, err
-	}
-	if err := s.rec.Record(ctx, engine.EventHoldResolution,
-		holdEvent(engine.EventHoldResolution, out, now, out.ResolutionReason)); err != nil {
-		return engine.Hold{}, s.revert(ctx, out.ID, res, err)
 	}
 	s.pub.Publish(engine.Event{Type: engine.EventHoldResolved,
 		Body: holdEvent(engine.EventHoldResolved, out, now, out.ResolutionReason)})
 	return out, nil
+}
+
+// resolved is pending hold h as res leaves it, exactly as the store then
+// reads it back (times to the millisecond, in UTC).
+func resolved(h engine.Hold, res engine.HoldResolution) engine.Hold {
+	by, verified, at := res.By, res.Verified, fromMS(res.At.UnixMilli())
+	h.Status, h.DecidedBy, h.DecidedTS, h.DecidedByVerified = res.Status, &by, &at, &verified
+	h.ResolutionReason = res.Reason
+	return h
+}
+
+// commit applies res (out is the hold it leaves) with its audit line, in
+// one audit commit. A refusal of the store (the hold moved on since it was
+// read) is returned as it is; any other failure is 500 audit_unavailable:
+// nothing was applied, so no unaudited approval stands.
+func (s *Service) commit(ctx context.Context, out engine.Hold, res engine.HoldResolution) error {
+	rec := engine.AuditRecord{Kind: engine.EventHoldResolution,
+		Body: holdEvent(engine.EventHoldResolution, out, res.At, out.ResolutionReason)}
+	err := s.journal.Commit(ctx, engine.Entry{Records: []engine.AuditRecord{rec}, Resolve: &res})
+	var refused *engine.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &refused):
+		return fmt.Errorf("resolve hold %s: %w", res.HoldID, refused)
+	}
+	return fmt.Errorf("resolve hold %s: %w", res.HoldID, derive(ErrAuditUnavailable,
+		"the resolution could not be audited and was not applied: "+err.Error(),
+		map[string]any{"hold_id": res.HoldID, "reason": "audit record could not be written"}))
 }
 
 func requestedStatus(r engine.ResolveRequest) (string, error) {
@@ -159,19 +189,6 @@ func (s *Service) authorize(h engine.Hold, who engine.Principal) error {
 		return typeNotAllowed(h.ID, h.Rule, who, allowed)
 	}
 	return nil
-}
-
-// revert undoes a resolution whose audit line failed (fail closed: an
-// unaudited approval must not stand) and returns the error to answer.
-func (s *Service) revert(ctx context.Context, id string, res Resolution, auditErr error) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revertTimeout)
-	defer cancel()
-	if err := s.store.unresolve(rctx, id, res); err != nil {
-		s.log.Error().Err(err).Str("hold_id", id).Msg("unaudited hold resolution could not be reverted")
-	}
-	return fmt.Errorf("resolve hold %s: %w", id, derive(ErrAuditUnavailable,
-		"the resolution could not be audited and was not applied: "+auditErr.Error(),
-		map[string]any{"hold_id": id, "reason": "audit record could not be written"}))
 }
 
 // Identify returns the principal of a resolver credential. When the tokens

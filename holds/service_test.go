@@ -308,7 +308,7 @@ func TestKnows(t *testing.T) {
 	assert.Equal(t, engine.Principal{Type: "agent", ID: "x"}, p)
 }
 
-func TestAuditFailureRevertsResolution(t *testing.T) {
+func TestAuditFailureLeavesResolutionUnapplied(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, verifiedConfig(t))
 	mustCreate(t, f.store, newHold("h", t0))
@@ -347,4 +347,23 @@ func TestNewServiceRequiresParts(t *testing.T) {
 func identified(s *Service, token string) bool {
 	_, ok, _ := s.Identify(token)
 	return ok
+}
+
+// The hold a resolution answers with, and the record it commits, are what
+// the store holds once it is applied, times truncated to the millisecond.
+func TestResolvedHoldIsTheStoredOne(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, verifiedConfig(t))
+	mustCreate(t, f.store, newHold("h", t0))
+	now := t0.Add(time.Minute + 123456789*time.Nanosecond)
+	req := approve("h", "tok-alice")
+	req.Now = now
+
+	h, err := f.svc.Resolve(ctx, req)
+	require.NoError(t, err)
+	stored, err := f.store.Get(ctx, "h", now)
+	require.NoError(t, err)
+	require.Equal(t, stored, h)
+	_, recs := f.rec.snapshot()
+	require.Equal(t, []engine.HoldEvent{holdEvent(engine.EventHoldResolution, stored, now, stored.ResolutionReason)}, recs)
 }

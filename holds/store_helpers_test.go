@@ -2,6 +2,7 @@ package holds
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/svc-dev/svc/engine"
@@ -20,4 +21,27 @@ func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Tim
 		return engine.Hold{}, err
 	}
 	return s.Get(ctx, id, now)
+}
+
+// Resolve is ResolveIn in a transaction of its own, resolving hold id with
+// r, returning the resolved hold.
+func (s *Store) Resolve(ctx context.Context, id string, r engine.HoldResolution) (engine.Hold, error) {
+	r.HoldID = id
+	if err := s.resolveAlone(ctx, r); err != nil {
+		return engine.Hold{}, err
+	}
+	return s.Get(ctx, id, r.At)
+}
+
+// resolveAlone is ResolveIn in a transaction of its own.
+func (s *Store) resolveAlone(ctx context.Context, r engine.HoldResolution) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("resolve hold %s: %w", r.HoldID, err)
+	}
+	if err := s.ResolveIn(ctx, tx, r); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }

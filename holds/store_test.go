@@ -135,7 +135,7 @@ func runStep(t *testing.T, s *Store, i int, st step) {
 	switch st.op {
 	case "approve", "reject":
 		status := map[string]string{"approve": engine.HoldApproved, "reject": engine.HoldRejected}[st.op]
-		h, err = s.Resolve(ctx, "h", Resolution{Status: status, By: by, Verified: true, Reason: "ok", Now: now})
+		h, err = s.Resolve(ctx, "h", engine.HoldResolution{Status: status, By: by, Verified: true, Reason: "ok", At: now})
 	case "consume":
 		h, err = s.Consume(ctx, "h", "dec-redeem", now)
 	case "get":
@@ -163,11 +163,11 @@ func runStep(t *testing.T, s *Store, i int, st step) {
 func TestStoreUnknownID(t *testing.T) {
 	ctx := context.Background()
 	s := newTestStore(t)
-	_, err := s.Resolve(ctx, "ghost", Resolution{Status: engine.HoldApproved, Now: t0})
+	_, err := s.Resolve(ctx, "ghost", engine.HoldResolution{Status: engine.HoldApproved, At: t0})
 	requireErr(t, err, ErrNotFound, map[string]any{"hold_id": "ghost"})
 	_, err = s.Consume(ctx, "ghost", "d", t0)
 	requireErr(t, err, ErrNotFound, map[string]any{"hold_id": "ghost"})
-	_, err = s.Resolve(ctx, "ghost", Resolution{Status: engine.HoldExpired, Now: t0})
+	_, err = s.Resolve(ctx, "ghost", engine.HoldResolution{Status: engine.HoldExpired, At: t0})
 	requireErr(t, err, &engine.Error{Code: engine.EINVALID}, map[string]any{"field": "decision"})
 	_, err = s.Consume(ctx, "ghost", "", t0)
 	requireErr(t, err, &engine.Error{Code: engine.EINVALID}, map[string]any{"field": "decision_id"})
@@ -207,8 +207,8 @@ func TestConsumeConcurrent(t *testing.T) {
 	ctx := context.Background()
 	s := newTestStore(t)
 	mustCreate(t, s, newHold("h", t0))
-	_, err := s.Resolve(ctx, "h", Resolution{Status: engine.HoldApproved,
-		By: engine.Principal{Type: TypeHuman, ID: "alice"}, Verified: true, Now: t0.Add(time.Second)})
+	_, err := s.Resolve(ctx, "h", engine.HoldResolution{Status: engine.HoldApproved,
+		By: engine.Principal{Type: TypeHuman, ID: "alice"}, Verified: true, At: t0.Add(time.Second)})
 	require.NoError(t, err)
 
 	wins, errs := race(100, func(i int) error {
@@ -232,8 +232,8 @@ func TestResolveConcurrent(t *testing.T) {
 	mustCreate(t, s, newHold("h", t0))
 	wins, errs := race(30, func(i int) error {
 		status := []string{engine.HoldApproved, engine.HoldRejected}[i%2]
-		_, err := s.Resolve(ctx, "h", Resolution{Status: status,
-			By: engine.Principal{Type: TypeHuman, ID: seqID(i)}, Now: t0.Add(time.Second)})
+		_, err := s.Resolve(ctx, "h", engine.HoldResolution{Status: status,
+			By: engine.Principal{Type: TypeHuman, ID: seqID(i)}, At: t0.Add(time.Second)})
 		return err
 	})
 	require.Equal(t, 1, wins)
@@ -249,7 +249,7 @@ func TestStoreSweep(t *testing.T) {
 	mustCreate(t, s, newHold("a-pending", t0), newHold("b-approved", t0.Add(time.Millisecond)),
 		newHold("c-rejected", t0.Add(2*time.Millisecond)), newHold("d-fresh", t0.Add(30*time.Minute)))
 	for id, st := range map[string]string{"b-approved": engine.HoldApproved, "c-rejected": engine.HoldRejected} {
-		_, err := s.Resolve(ctx, id, Resolution{Status: st, By: by, Verified: true, Now: t0.Add(time.Minute)})
+		_, err := s.Resolve(ctx, id, engine.HoldResolution{Status: st, By: by, Verified: true, At: t0.Add(time.Minute)})
 		require.NoError(t, err)
 	}
 
@@ -292,11 +292,11 @@ func TestStoreSingleConnection(t *testing.T) {
 	mustCreate(t, s, newHold("a", t0), newHold("b", t0))
 	_, err = s.Consume(ctx, "a", "d", t0)
 	require.ErrorIs(t, err, ErrNotRedeemable)
-	_, err = s.Resolve(ctx, "a", Resolution{Status: engine.HoldApproved, By: engine.Principal{Type: TypeHuman, ID: "x"}, Now: t0})
+	_, err = s.Resolve(ctx, "a", engine.HoldResolution{Status: engine.HoldApproved, By: engine.Principal{Type: TypeHuman, ID: "x"}, At: t0})
 	require.NoError(t, err)
 	_, err = s.Consume(ctx, "a", "d", t0)
 	require.NoError(t, err)
-	_, err = s.Resolve(ctx, "a", Resolution{Status: engine.HoldApproved, Now: t0})
+	_, err = s.Resolve(ctx, "a", engine.HoldResolution{Status: engine.HoldApproved, At: t0})
 	require.ErrorIs(t, err, ErrNotResolvable)
 	page, err := s.List(ctx, engine.HoldQuery{Limit: 1, Now: t0})
 	require.NoError(t, err)

@@ -45,8 +45,8 @@ func (s *Service) Sweep(ctx context.Context) error {
 		if h.DecidedBy != nil {
 			reason = "expires_ts reached before the approved hold was redeemed"
 		}
-		err := s.rec.Record(ctx, engine.EventHoldResolution, holdEvent(engine.EventHoldResolution, h, now, reason))
-		if err != nil {
+		rec := engine.AuditRecord{Kind: engine.EventHoldResolution, Body: holdEvent(engine.EventHoldResolution, h, now, reason)}
+		if err := s.journal.Commit(ctx, engine.Entry{Records: []engine.AuditRecord{rec}}); err != nil {
 			errs = append(errs, fmt.Errorf("audit expiry of hold %s: %w", h.ID, err))
 		}
 		s.pub.Publish(engine.Event{Type: engine.EventHoldExpired, Body: holdEvent(engine.EventHoldExpired, h, now, reason)})

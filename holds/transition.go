@@ -9,57 +9,62 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
-// Resolution is a decision on a pending hold, as the store applies it.
-type Resolution struct {
-	Status   string           // engine.HoldApproved or engine.HoldRejected
-	By       engine.Principal // who decided
-	Verified bool             // By came from a resolver credential, not the body
-	Reason   string           // optional free text of the approver
-	Now      time.Time        // decision time; the hold must be unexpired then
+// ResolveIn moves a pending, unexpired hold to r.Status in one
+// compare-and-set, in tx, the transaction that records the resolution: of
+// any number of concurrent callers one at most succeeds, and a loser
+// changes nothing. It checks no authority: that is the Service's job. An
+// unknown id is ErrNotFound; a hold in any other state (expired included)
+// is ErrNotResolvable (an engine.ErrConflict) carrying its status as of
+// r.At.
+func (s *Store) ResolveIn(ctx context.Context, tx *sql.Tx, r engine.HoldResolution) error {
+	return resolve(ctx, tx, r)
 }
 
-// Resolve moves a pending, unexpired hold to res.Status in one
-// compare-and-set. It checks no authority: that is the Service's job. An
-// unknown id is ErrNotFound; a hold in any other state (expired included)
-// is ErrNotResolvable carrying its status as of res.Now.
-func (s *Store) Resolve(ctx context.Context, id string, res Resolution) (engine.Hold, error) {
-	if res.Status != engine.HoldApproved && res.Status != engine.HoldRejected {
-		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", id,
+// resolve is ResolveIn on q. It reads the hold only when the
+// compare-and-set fails, to tell an unknown hold from one that moved on.
+func resolve(ctx context.Context, q querier, r engine.HoldResolution) error {
+	id := r.HoldID
+	if r.Status != engine.HoldApproved && r.Status != engine.HoldRejected {
+		return fmt.Errorf("resolve hold %s: %w", id,
 			engine.InvalidField("decision", "a resolution approves or rejects"))
 	}
-	now := res.Now.UnixMilli()
-	hs, err := queryHolds(ctx, s.db, res.Now, `UPDATE holds SET status = ?, decided_by_type = ?,
+	ms := r.At.UnixMilli()
+	res, err := q.ExecContext(ctx, `UPDATE holds SET status = ?, decided_by_type = ?,
 		decided_by_id = ?, decided_ms = ?, decided_verified = ?, resolution_reason = ?
-		WHERE id = ? AND status = 'pending' AND expires_ms > ? RETURNING `+holdColumns,
-		res.Status, res.By.Type, res.By.ID, now, res.Verified, res.Reason, id, now)
+		WHERE id = ? AND status = 'pending' AND expires_ms > ?`,
+		r.Status, r.By.Type, r.By.ID, ms, r.Verified, r.Reason, id, ms)
 	if err != nil {
-		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", id, err)
+		return fmt.Errorf("resolve hold %s: %w", id, err)
 	}
-	if len(hs) == 1 {
-		return hs[0], nil
-	}
-	cur, err := s.Get(ctx, id, res.Now)
+	n, err := res.RowsAffected()
 	if err != nil {
-		return engine.Hold{}, fmt.Errorf("resolve hold: %w", err)
+		return fmt.Errorf("resolve hold %s: %w", id, err)
 	}
-	return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", id,
+	if n == 1 {
+		return nil
+	}
+	cur, err := get(ctx, q, id, r.At)
+	if err != nil {
+		return fmt.Errorf("resolve hold: %w", err)
+	}
+	return fmt.Errorf("resolve hold %s: %w", id,
 		notResolvable(id, cur.Status, "hold is "+cur.Status+", only a pending hold can be resolved"))
 }
 
-// unresolve undoes a resolution whose audit record could not be written,
-// provided nothing has happened to the hold since.
-func (s *Store) unresolve(ctx context.Context, id string, res Resolution) error {
-	undone, err := revert(ctx, s.db, `UPDATE holds SET status = 'pending', decided_by_type = NULL,
+// UndoResolveIn returns to pending, in tx, a hold that ResolveIn resolved
+// with r when the audit line of that resolution could not be written after
+// all: no unaudited approval stands. It reports false, changing nothing,
+// when the hold is no longer as r left it (consumed or expired since).
+func (s *Store) UndoResolveIn(ctx context.Context, tx *sql.Tx, r engine.HoldResolution) (bool, error) {
+	undone, err := revert(ctx, tx, `UPDATE holds SET status = 'pending', decided_by_type = NULL,
 		decided_by_id = NULL, decided_ms = NULL, decided_verified = NULL, resolution_reason = ''
-		WHERE id = ? AND status = ? AND decided_ms = ? AND consumed_ms IS NULL`,
-		id, res.Status, res.Now.UnixMilli())
-	switch {
-	case err != nil:
-		return fmt.Errorf("revert resolution of hold %s: %w", id, err)
-	case !undone:
-		return fmt.Errorf("revert resolution of hold %s: the hold changed since", id)
+		WHERE id = ? AND status = ? AND decided_by_type = ? AND decided_by_id = ? AND decided_ms = ?
+		AND consumed_ms IS NULL`,
+		r.HoldID, r.Status, r.By.Type, r.By.ID, r.At.UnixMilli())
+	if err != nil {
+		return false, fmt.Errorf("return hold %s to pending: %w", r.HoldID, err)
 	}
-	return nil
+	return undone, nil
 }
 
 // UndoCreateIn removes, in tx, hold h that CreateIn wrote for a decision

@@ -18,8 +18,8 @@ import (
 func TestUndoWrites(t *testing.T) {
 	ctx := context.Background()
 	approve := func(t *testing.T, s *Store, id string) {
-		_, err := s.Resolve(ctx, id, Resolution{Status: engine.HoldApproved,
-			By: engine.Principal{Type: TypeHuman, ID: "alice"}, Verified: true, Now: t0.Add(time.Second)})
+		_, err := s.Resolve(ctx, id, engine.HoldResolution{Status: engine.HoldApproved,
+			By: engine.Principal{Type: TypeHuman, ID: "alice"}, Verified: true, At: t0.Add(time.Second)})
 		require.NoError(t, err)
 	}
 	consume := func(t *testing.T, s *Store, id, decision string) {

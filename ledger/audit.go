@@ -68,33 +68,37 @@ type Audit struct {
 }
 
 // HoldRows writes hold rows in the transaction of an audit batch, so that a
-// decision's hold is stored with its record; the hold store implements it.
+// hold transition is stored with its record; the hold store implements it.
 // ConsumeIn is a compare-and-set that fails with engine.ErrConflict when
-// the hold is no longer approved and unexpired. A write refused with an
-// *engine.Error (conflict, unknown or existing hold, invalid hold) must
-// change nothing: it fails only the entry that asked for it. The
-// Undo methods revert a committed write when the batch's lines could not be
-// written, reporting false (and changing nothing) when the hold has moved
-// on since.
+// the hold is no longer approved and unexpired, ResolveIn one that fails
+// with engine.ErrConflict when it is no longer pending and unexpired. A
+// write refused with an *engine.Error (conflict, unknown or existing hold,
+// invalid hold or resolution) must change nothing: it fails only the entry
+// that asked for it. The Undo methods revert a committed write when the
+// batch's lines could not be written, reporting false (and changing
+// nothing) when the hold has moved on since.
 type HoldRows interface {
 	CreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) error
 	ConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) error
+	ResolveIn(ctx context.Context, tx *sql.Tx, r engine.HoldResolution) error
 	UndoCreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) (bool, error)
 	UndoConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) (bool, error)
+	UndoResolveIn(ctx context.Context, tx *sql.Tx, r engine.HoldResolution) (bool, error)
 }
 
 // entry is one caller's records, charge and hold write, waiting for their
 // batch.
 type entry struct {
 	lines    []line
-	charge   *engine.Charge      // nil when there is none
-	create   *engine.Hold        // nil when there is none
-	consume  *engine.Consumption // nil when there is none
-	err      error               // its hold write failed (holdWrites); it is not in the batch
-	flush    bool                // a flush request, without records
-	degraded bool                // a RecordDegraded: its lines go to each sink on its own (salvage)
-	deadline time.Time           // of a degraded entry's mirror write; zero when its caller set none
-	done     chan signal         // receives lead (at most once), then the result
+	charge   *engine.Charge         // nil when there is none
+	create   *engine.Hold           // nil when there is none
+	consume  *engine.Consumption    // nil when there is none
+	resolve  *engine.HoldResolution // nil when there is none
+	err      error                  // its hold write failed (holdWrites); it is not in the batch
+	flush    bool                   // a flush request, without records
+	degraded bool                   // a RecordDegraded: its lines go to each sink on its own (salvage)
+	deadline time.Time              // of a degraded entry's mirror write; zero when its caller set none
+	done     chan signal            // receives lead (at most once), then the result
 }
 
 // line is one record, marshalled.
@@ -162,9 +166,9 @@ func (a *Audit) Record(ctx context.Context, kind string, record any) error {
 // fsync, the mirror rows, the charge and the hold row in one transaction.
 // It returns once all are stored; an error means none of it was stored
 // (short of a crash, or a failed undo, see commit). A hold write the store
-// refuses (a consumption that loses its compare-and-set fails with
-// engine.ErrConflict) fails the entry alone and stores nothing of it; an
-// entry carries one hold write at most. A charge of all zeros is not stored; an invalid one
+// refuses (a consumption or a resolution that loses its compare-and-set
+// fails with engine.ErrConflict) fails the entry alone and stores nothing
+// of it; an entry carries one hold write at most. A charge of all zeros is not stored; an invalid one
 // (no session or time, a negative count) fails before anything is written.
 func (a *Audit) Commit(ctx context.Context, e engine.Entry) error {
 	if len(e.Records) == 0 {
@@ -179,14 +183,29 @@ func (a *Audit) Commit(ctx context.Context, e engine.Entry) error {
 			e.Charge = nil
 		}
 	}
-	if (e.Create != nil || e.Consume != nil) && a.holds == nil {
-		return fmt.Errorf("commit audit %s: a hold write needs the hold store", e.Records[0].Kind)
-	}
-	if e.Create != nil && e.Consume != nil {
-		return fmt.Errorf("commit audit %s: a decision creates or consumes a hold, not both", e.Records[0].Kind)
+	if err := a.validHoldWrite(e); err != nil {
+		return fmt.Errorf("commit audit %s: %w", e.Records[0].Kind, err)
 	}
 	if err := a.record(ctx, e); err != nil {
 		return fmt.Errorf("commit audit %s: %w", e.Records[0].Kind, err)
+	}
+	return nil
+}
+
+// validHoldWrite checks that e carries one hold write at most, and none
+// when there is no hold store.
+func (a *Audit) validHoldWrite(e engine.Entry) error {
+	n := 0
+	for _, set := range []bool{e.Create != nil, e.Consume != nil, e.Resolve != nil} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return errors.New("an entry carries one hold write at most (create, consume or resolve)")
+	case n == 1 && a.holds == nil:
+		return errors.New("a hold write needs the hold store")
 	}
 	return nil
 }
@@ -195,7 +214,8 @@ func (a *Audit) record(ctx context.Context, r engine.Entry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e := &entry{charge: r.Charge, create: r.Create, consume: r.Consume, done: make(chan signal, 1)}
+	e := &entry{charge: r.Charge, create: r.Create, consume: r.Consume, resolve: r.Resolve,
+		done: make(chan signal, 1)}
 	for _, rec := range r.Records {
 		l, err := a.line(rec)
 		if err != nil {

@@ -15,7 +15,8 @@ import (
 // are made first, in its transaction, and an entry whose hold write the
 // store refuses is left out of the batch. If either write fails the other is undone (the
 // lines truncated away; the mirror rows and charges deleted, the holds the
-// batch created removed and those it consumed re-opened), so that an error
+// batch created removed, those it consumed re-opened and those it resolved
+// pending again), so that an error
 // means neither copy holds the batch, short of a crash in between or a
 // failed undo, which is logged: a charge that stays then only tightens a
 // budget (see docs/holds.md for holds), and lines that stay are voided
@@ -94,6 +95,7 @@ type mirrored struct {
 	audit, charges []int64
 	created        []engine.Hold
 	consumed       []engine.Consumption
+	resolved       []engine.HoldResolution
 }
 
 // mirror makes the batch's hold writes, calls started with the entries
@@ -122,7 +124,7 @@ func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []
 }
 
 // holdWrites makes the hold writes of batch (the compare-and-set of a
-// consumption, the row of a new hold), adding those made to rows, and
+// consumption or a resolution, the row of a new hold), adding those made to rows, and
 // returns the entries whose write did not fail, those without one included.
 // A write the hold store refuses for its own reasons (an *engine.Error: the
 // hold moved on, is unknown, exists, or is invalid) is one failed statement,
@@ -158,6 +160,11 @@ func (a *Audit) holdWrite(ctx context.Context, tx *sql.Tx, e *entry, rows *mirro
 			return err
 		}
 		rows.created = append(rows.created, *e.create)
+	case e.resolve != nil:
+		if err := a.holds.ResolveIn(ctx, tx, *e.resolve); err != nil {
+			return err
+		}
+		rows.resolved = append(rows.resolved, *e.resolve)
 	}
 	return nil
 }
@@ -192,8 +199,8 @@ func insertID(res sql.Result, err error) (int64, error) {
 }
 
 // undo deletes the mirror rows and charges of a batch whose lines could
-// not be written, removes the holds it created and re-opens those it
-// consumed. A hold that has moved on since is left as it is, and logged.
+// not be written, removes the holds it created, re-opens those it consumed
+// and returns those it resolved to pending. A hold that has moved on since is left as it is, and logged.
 func (a *Audit) undo(ctx context.Context, rows mirrored) {
 	err := a.db.write(ctx, func(tx *sql.Tx) error {
 		for _, q := range []struct {
@@ -210,7 +217,7 @@ func (a *Audit) undo(ctx context.Context, rows mirrored) {
 	})
 	if err != nil {
 		a.log.Error().Err(err).Int("records", len(rows.audit)).Int("charges", len(rows.charges)).
-			Int("holds", len(rows.created)+len(rows.consumed)).
+			Int("holds", len(rows.created)+len(rows.consumed)+len(rows.resolved)).
 			Msg("audit mirror: cannot undo the writes of a batch whose lines failed; they are not acknowledged")
 	}
 }
@@ -233,6 +240,15 @@ func (a *Audit) undoHolds(ctx context.Context, tx *sql.Tx, rows mirrored) error 
 		}
 		if !undone {
 			a.log.Warn().Str("hold_id", c.HoldID).Msg("audit mirror: a hold consumed by a batch whose lines failed changed since; left as it is")
+		}
+	}
+	for _, r := range rows.resolved {
+		undone, err := a.holds.UndoResolveIn(ctx, tx, r)
+		if err != nil {
+			return err
+		}
+		if !undone {
+			a.log.Warn().Str("hold_id", r.HoldID).Msg("audit mirror: a hold resolved by a batch whose lines failed changed since; left as it is")
 		}
 	}
 	return nil

@@ -16,8 +16,9 @@ import (
 )
 
 // When the lines of a batch cannot be written (/dev/full) after its
-// transaction committed, the hold it created is removed and the hold it
-// consumed is approved again: neither copy keeps the batch, and the
+// transaction committed, the hold it created is removed, the hold it
+// resolved is pending again and the hold it consumed is approved again:
+// neither copy keeps the batch, no unaudited approval stands, and an
 // approval still stands for the one allow it was given for.
 func TestCommitLinesFailureUndoesHoldWrites(t *testing.T) {
 	ctx := context.Background()
@@ -47,9 +48,13 @@ func TestCommitLinesFailureUndoesHoldWrites(t *testing.T) {
 	assert.Equal(t, "none", status(), "the created hold is removed")
 
 	require.NoError(t, good.Commit(ctx, engine.Entry{Records: decisionRecords("d1"), Create: &hold}))
-	_, err = store.Resolve(ctx, "h1", holds.Resolution{Status: engine.HoldApproved,
-		By: engine.Principal{Type: holds.TypeHuman, ID: "bob"}, Verified: true, Now: time.Now()})
-	require.NoError(t, err)
+	approval := engine.HoldResolution{HoldID: "h1", Status: engine.HoldApproved,
+		By: engine.Principal{Type: holds.TypeHuman, ID: "bob"}, Verified: true, At: time.Now()}
+	approve := engine.Entry{Records: decisionRecords("d1")[1:], Resolve: &approval}
+	require.Error(t, full.Commit(ctx, approve))
+	assert.Equal(t, engine.HoldPending, status(), "the resolved hold is pending again")
+	require.NoError(t, good.Commit(ctx, approve))
+	assert.Equal(t, engine.HoldApproved, status())
 	redeem := engine.Entry{Records: []engine.AuditRecord{{Kind: engine.EventDecision, Body: decision("d2")}},
 		Consume: &engine.Consumption{HoldID: "h1", DecisionID: "d2", At: time.Now()}}
 	require.Error(t, full.Commit(ctx, redeem))

@@ -135,8 +135,8 @@ func voidedAudit(t *testing.T, appendOnly bool) (*Audit, *holds.Store, string) {
 }
 
 // approvedHold creates a hold and approves it, as a require_approval
-// decision and a resolver would.
-func approvedHold(t *testing.T, a *Audit, store *holds.Store) engine.Hold {
+// decision and a resolver would: two lines.
+func approvedHold(t *testing.T, a *Audit) engine.Hold {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
@@ -146,9 +146,11 @@ func approvedHold(t *testing.T, a *Audit, store *holds.Store) engine.Hold {
 		Records: []engine.AuditRecord{{Kind: engine.EventDecision, Body: map[string]string{"decision_id": "d-held"}}},
 		Create:  &h,
 	}))
-	_, err := store.Resolve(ctx, h.ID, holds.Resolution{Status: engine.HoldApproved,
-		By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, Now: now})
-	require.NoError(t, err)
+	require.NoError(t, a.Commit(ctx, engine.Entry{
+		Records: []engine.AuditRecord{{Kind: engine.EventHoldResolution, Body: map[string]string{"decision_id": "d-held"}}},
+		Resolve: &engine.HoldResolution{HoldID: h.ID, Status: engine.HoldApproved,
+			By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, At: now},
+	}))
 	return h
 }
 
@@ -161,7 +163,7 @@ func TestFailedBatchLinesAreVoided(t *testing.T) {
 		t.Run(map[bool]string{false: "truncated", true: "append-only"}[appendOnly], func(t *testing.T) {
 			ctx := context.Background()
 			a, store, path := voidedAudit(t, appendOnly)
-			h := approvedHold(t, a, store)
+			h := approvedHold(t, a)
 			_, err := a.db.SQL().ExecContext(ctx, `DROP TABLE audit`)
 			require.NoError(t, err)
 
@@ -178,16 +180,16 @@ func TestFailedBatchLinesAreVoided(t *testing.T) {
 
 			lines := fileLines(t, path)
 			if !appendOnly {
-				require.Len(t, lines, 1, "the failed batch's lines are truncated away")
+				require.Len(t, lines, 2, "the failed batch's lines are truncated away")
 				return
 			}
-			require.Len(t, lines, 5, "creation, failed batch (2), voided (2)")
+			require.Len(t, lines, 6, "creation, approval, failed batch (2), voided (2)")
 			for i, want := range []struct{ event, id string }{
 				{engine.EventDecision, "d-redeem"}, {engine.EventHoldResolution, "d-held"},
 			} {
 				var v voided
-				require.NoError(t, json.Unmarshal([]byte(lines[3+i]), &v))
-				sum := sha256.Sum256([]byte(lines[1+i]))
+				require.NoError(t, json.Unmarshal([]byte(lines[4+i]), &v))
+				sum := sha256.Sum256([]byte(lines[2+i]))
 				assert.Equal(t, voided{TS: v.TS, Event: KindVoided, VoidedEvent: want.event, DecisionID: want.id,
 					LineSHA256: hex.EncodeToString(sum[:]), Reason: voidReason}, v)
 			}
