@@ -77,13 +77,14 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 // its record; when that write fails (or a concurrent re-submission consumed
 // the hold first) the decision becomes a deny, which is committed instead.
 //
-// The freeze lock is taken before the session's: a decision waiting for a
-// session lock must never hold up a freeze change that the holder of that
-// lock waits for.
+// The freeze lock is taken after the session's, so a freeze change waits
+// only for the decisions being made, not for those queued behind a busy
+// session. It cannot deadlock: a decision that holds the freeze lock
+// already has its session's and waits for nothing else.
 func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (DecisionEvent, int) {
+	defer e.locks.lock(req.Envelope.Agent.SessionID)()
 	e.freeze.RLock()
 	defer e.freeze.RUnlock()
-	defer e.locks.lock(req.Envelope.Agent.SessionID)()
 	status := http.StatusOK
 	if err := e.safeDecide(ctx, req, out); err != nil {
 		status = e.failClosed(out, err)

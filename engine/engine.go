@@ -40,9 +40,9 @@ type Engine struct {
 	// freeze orders decisions and changes of the freeze flag. A decision
 	// holds it for reading from before it reads the flag until its record
 	// is committed; a change holds it for writing while it records and
-	// flips the flag. So a change waits for the decisions in flight, and
-	// none starts until it is done: no decision made under the old state is
-	// answered, or on record, after the change.
+	// flips the flag. So a change waits for the decisions being made, and
+	// none starts until it is done: every decision made under the old state
+	// is on record before the change.
 	freeze sync.RWMutex
 	frozen atomic.Bool
 }

@@ -70,9 +70,10 @@ func (k *KillSwitch) Query() FreezeView {
 
 // Set flips or clears the freeze. A change is audited first: nothing
 // changes that is not on record. Setting the current value changes nothing.
-// A change waits for the decisions in flight, and holds back new ones until
-// it is done (Engine.freeze): it returns once every decision made under the
-// old state is answered and on record, before the change's own record.
+// A change waits for the decisions being made, and holds back new ones until
+// it is done (Engine.freeze): every decision made under the old state is on
+// record before the change's own record, and every later one is decided
+// under the new state.
 func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (FreezeView, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -87,3 +87,48 @@ func TestFreezeWaitsForDecisionsInFlight(t *testing.T) {
 	}
 	assert.Equal(t, []string{"allow", "freeze", "deny"}, order, "the allow is on record before the freeze")
 }
+
+// slowEvaluator takes delay before each real evaluation and reports that it
+// started one.
+type slowEvaluator struct {
+	engine.Evaluator
+	delay   time.Duration
+	entered chan struct{}
+}
+
+func (s *slowEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (engine.Verdict, error) {
+	s.entered <- struct{}{}
+	time.Sleep(s.delay)
+	return s.Evaluator.Evaluate(ctx, input)
+}
+
+// TestFreezeDoesNotWaitForASessionsQueue: a freeze change waits for the
+// decision being made, not for the decisions of the same session queued
+// behind it (a runaway agent flooding one session is when one freezes).
+func TestFreezeDoesNotWaitForASessionsQueue(t *testing.T) {
+	ctx := context.Background()
+	pack, cleanup, err := rego.Materialize()
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cleanup()) })
+	const delay, queued = 500 * time.Millisecond, 5
+	slow := &slowEvaluator{Evaluator: engine.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
+		delay: delay, entered: make(chan struct{}, queued)}
+	p := newPipelineWith(t, slow, nil)
+	store, err := ledger.NewFreeze(ctx, p.db)
+	require.NoError(t, err)
+	kill, err := engine.NewKillSwitch(ctx, p.engine, store, false)
+	require.NoError(t, err)
+
+	done := make(chan engine.Decision, queued)
+	for range queued {
+		go func() { done <- p.decide(t, "flood", "update", 1) }()
+	}
+	<-slow.entered // one is being evaluated; the others wait for the session
+	start := time.Now()
+	_, err = kill.Set(ctx, true, "runaway agent", "test")
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 2*delay, "waited for the session's queue, not only the decision being made")
+	for range queued {
+		<-done
+	}
+}
