@@ -278,7 +278,7 @@ func (e *Engine) createHold(req Request, out *outcome, now time.Time) error {
 	}
 	h := Hold{
 		ID: NewID(), Status: HoldPending, Rule: out.Rule, Reason: out.Reason, Envelope: env,
-		EnvelopeHash: out.EnvelopeHash, ParamsHash: paramsHash, Gate: req.Gate,
+		EnvelopeHash: out.EnvelopeHash, ParamsHash: paramsHash, Gate: &req.Gate,
 		CreatedTS: now, ExpiresTS: now.Add(e.cfg.HoldTTL), DecisionID: out.DecisionID,
 	}
 	out.HoldID, out.ExpiresTS, out.created = h.ID, FormatTime(h.ExpiresTS), &h

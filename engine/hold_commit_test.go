@@ -126,3 +126,30 @@ func TestFailedRedemptionDenyIsOnRecord(t *testing.T) {
 	assert.Equal(t, engine.Deny, rec.Verdict)
 	assert.True(t, rec.Degraded)
 }
+
+// A hold is redeemed only through the gate it was raised through; a hold
+// raised before svc recorded gates (gate NULL) is bound to none, as then.
+func TestHoldGateBinding(t *testing.T) {
+	ctx := context.Background()
+	p := newPipeline(t, realOPA(t), nil)
+	held := p.decideIn(t, "s0", "delete", 1, "production", "irreversible", "broad")
+	require.Equal(t, engine.RequireApproval, held.Decision)
+	p.approve(t, held.HoldID)
+	h, err := p.holds.Get(ctx, held.HoldID, time.Now())
+	require.NoError(t, err)
+	require.NotNil(t, h.Gate)
+	assert.Empty(t, *h.Gate, "raised without a gate credential")
+
+	_, err = p.db.SQL().ExecContext(ctx, "UPDATE holds SET gate = 'gate-a' WHERE id = ?", held.HoldID)
+	require.NoError(t, err)
+	d := p.resubmit(t, "s0", held.HoldID)
+	assert.Equal(t, engine.Deny, d.Decision)
+	assert.Equal(t, engine.ReasonHoldActorMismatch, d.Reason, "a hold of gate-a is not redeemed without it")
+
+	_, err = p.db.SQL().ExecContext(ctx, "UPDATE holds SET gate = NULL WHERE id = ?", held.HoldID)
+	require.NoError(t, err)
+	h, err = p.holds.Get(ctx, held.HoldID, time.Now())
+	require.NoError(t, err)
+	assert.Nil(t, h.Gate, "gate unknown")
+	assert.Equal(t, engine.Allow, p.resubmit(t, "s0", held.HoldID).Decision)
+}

@@ -133,14 +133,17 @@ func (p Principal) String() string { return p.Type + ":" + p.ID }
 
 // Hold is a pending approval created by a require_approval decision.
 type Hold struct {
-	ID                string     `json:"id"`
-	Status            string     `json:"status"`
-	Rule              string     `json:"rule"`
-	Reason            string     `json:"reason"`
-	Envelope          *Envelope  `json:"envelope"`
-	EnvelopeHash      string     `json:"envelope_hash"`
-	ParamsHash        string     `json:"params_hash"`
-	Gate              string     `json:"gate"` // gate of the portal credential that raised it; "" for SVC_AUTH_TOKEN or none
+	ID           string    `json:"id"`
+	Status       string    `json:"status"`
+	Rule         string    `json:"rule"`
+	Reason       string    `json:"reason"`
+	Envelope     *Envelope `json:"envelope"`
+	EnvelopeHash string    `json:"envelope_hash"`
+	ParamsHash   string    `json:"params_hash"`
+	// Gate is the gate of the portal credential that raised the hold, ""
+	// for SVC_AUTH_TOKEN or none; nil for a hold raised before svc recorded
+	// gates, which is not bound to one.
+	Gate              *string    `json:"gate"`
 	CreatedTS         time.Time  `json:"created_ts"`
 	ExpiresTS         time.Time  `json:"expires_ts"`
 	DecidedBy         *Principal `json:"decided_by"`

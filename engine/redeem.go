@@ -47,6 +47,7 @@ func (e *Engine) redeem(ctx context.Context, req Request, out *outcome, now time
 // for, with the same parameters, by the same actor, through the same gate:
 // a portal-issued credential of one gate cannot spend the approvals of
 // another, nor SVC_AUTH_TOKEN those raised through a gate, or the reverse.
+// A hold raised before svc recorded gates (Gate nil) is bound to none.
 func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 	env := req.Envelope
 	paramsHash, err := env.ParamsHash()
@@ -58,7 +59,7 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 	case h.Envelope == nil || Fold(h.Envelope.Agent.ID) != Fold(env.Agent.ID) ||
 		Fold(h.Envelope.Agent.OnBehalfOf) != Fold(env.Agent.OnBehalfOf):
 		return ReasonHoldActorMismatch, "the hold was raised for another agent or principal"
-	case h.Gate != req.Gate:
+	case h.Gate != nil && *h.Gate != req.Gate:
 		return ReasonHoldActorMismatch, "the hold was raised through another gate"
 	}
 	return "", ""
