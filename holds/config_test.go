@@ -77,6 +77,12 @@ func TestConfigRefusesAmbiguousKeys(t *testing.T) {
 			"SVC_RESOLVER_TOKENS", "entries 1 and 2 have the same token"},
 		{"duplicate token through an escape", Config{ResolverTokens: `{"t": {"type": "human", "id": "a"}, "b": {"type": "human", "id": "b"}, "\u0074": {"type": "agent", "id": "c"}}`},
 			"SVC_RESOLVER_TOKENS", "entries 1 and 3 have the same token"},
+		{"duplicate type in an entry", Config{ResolverTokens: `{"t": {"type": "agent", "type": "human", "id": "x"}}`},
+			"SVC_RESOLVER_TOKENS", `member "type": members are "type" and "id", each once, spelled exactly`},
+		{"type in another case", Config{ResolverTokens: `{"t": {"TYPE": "human", "id": "x"}}`},
+			"SVC_RESOLVER_TOKENS", `member "TYPE"`},
+		{"unknown member in an entry", Config{ResolverTokens: `{"t": {"type": "human", "id": "x", "admin": true}}`},
+			"SVC_RESOLVER_TOKENS", `member "admin"`},
 		{"duplicate token in a file", Config{ResolverTokens: writeTokens(t, t.TempDir(), `{"`+secret+`": {"type": "human", "id": "a"}, "`+
 			secret+`": {"type": "human", "id": "b"}}`)},
 			"SVC_RESOLVER_TOKENS", "entries 1 and 2 have the same token"},

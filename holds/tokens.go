@@ -74,6 +74,9 @@ func parseTokens(data []byte) (tokenSet, error) {
 	set := make(tokenSet, 0, len(raw))
 	for token, value := range raw {
 		var p engine.Principal
+		if err := exactPrincipalKeys(value); err != nil {
+			return nil, fmt.Errorf("resolver tokens: an entry is not {type, id}: %w", err)
+		}
 		if err := strictDecode(value, &p); err != nil {
 			return nil, fmt.Errorf("resolver tokens: an entry is not {type, id}: %w", err)
 		}
@@ -87,6 +90,25 @@ func parseTokens(data []byte) (tokenSet, error) {
 		set = append(set, tokenEntry{digest: sha256.Sum256([]byte(token)), principal: cp})
 	}
 	return set, nil
+}
+
+// exactPrincipalKeys refuses an entry whose members are not exactly "type"
+// and "id", each once: encoding/json would match "TYPE" and keep the last
+// of two "type" members, so one reader could see a human and another an
+// agent.
+func exactPrincipalKeys(entry []byte) error {
+	keys, err := objectKeys(entry)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if (k != "type" && k != "id") || seen[k] {
+			return fmt.Errorf("member %q: members are \"type\" and \"id\", each once, spelled exactly", k)
+		}
+		seen[k] = true
+	}
+	return nil
 }
 
 // uniqueTokens refuses a token listed twice in the JSON object data, which
