@@ -84,6 +84,9 @@ func (s *memberCheck) value(path string) error {
 	}
 	switch tok {
 	case json.Delim('{'):
+		if path != "" && !s.hasMembers(path) {
+			return s.skip(path) // not an object of the body: a type error, named by Unmarshal
+		}
 		return s.object(path)
 	case json.Delim('['):
 		for s.dec.More() {
@@ -120,6 +123,30 @@ func (s *memberCheck) object(path string) error {
 	return s.closing(path)
 }
 
+// hasMembers reports whether the body documents members of an object at
+// path.
+func (s *memberCheck) hasMembers(path string) bool {
+	return slices.ContainsFunc(s.fields, func(f string) bool { return parentPath(f) == path && strings.Contains(f, ".") })
+}
+
+// skip reads the rest of the container at path, whose opening delimiter
+// was read.
+func (s *memberCheck) skip(path string) error {
+	for depth := 1; depth > 0; {
+		tok, err := s.dec.Token()
+		if err != nil {
+			return fmt.Errorf("read value at %q: %w", path, err)
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+	return nil
+}
+
 // closing reads the '}' or ']' that ends the container at path.
 func (s *memberCheck) closing(path string) error {
 	if _, err := s.dec.Token(); err != nil {
@@ -136,9 +163,6 @@ func (s *memberCheck) documented(path string) string {
 		if parentPath(f) == path {
 			out = append(out, f)
 		}
-	}
-	if len(out) == 0 {
-		return "none"
 	}
 	return strings.Join(out, ", ")
 }

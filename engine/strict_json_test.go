@@ -25,6 +25,7 @@ var resolveAmbiguous = []ambiguousCase{
 	{"duplicate through an escape", `{"decision":"reject","d\u0065cision":"approve"}`, "decision"},
 	{"case variant", `{"decision":"reject","DECISION":"approve"}`, "DECISION"},
 	{"case variant alone", `{"Decision":"approve"}`, "Decision"},
+	{"an object where a string goes", `{"decision":"approve","reason":{"a":1}}`, "reason"},
 	{"matches only after Unicode folding", `{"deciſion":"approve"}`, "deciſion"},
 	{"surrounding space", `{" decision":"approve"}`, " decision"},
 	{"unknown field", `{"decision":"approve","approved":true}`, "approved"},
@@ -93,7 +94,7 @@ func TestDecodeStrictReasons(t *testing.T) {
 	tests := []struct{ name, body, reason string }{
 		{"duplicate", `{"frozen":true,"frozen":false}`, "duplicate key (keys must be unique)"},
 		{"unknown", `{"FROZEN":true}`, "field names are spelled exactly as documented: frozen, reason"},
-		{"nested unknown", `{"reason":{"x":1}}`, "field names are spelled exactly as documented: none"},
+		{"object where a string goes: a type error", `{"reason":{"x":1}}`, "usage"},
 		{"not an object", `{} []`, "usage"},
 	}
 	for _, tt := range tests {
