@@ -258,14 +258,29 @@ func TestAuditLinesMatchDecisions(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 }
 
+// TestUnwritableAuditLogDenies: when the audit file cannot be written the
+// decision is denied, and the fail-closed deny is still recorded in the
+// SQLite mirror, marked degraded.
 func TestUnwritableAuditLogDenies(t *testing.T) {
 	env := baseEnv(t)
 	env["SVC_AUDIT_LOG"] = t.TempDir() // a directory cannot be appended to
 	p := startEngine(t, env)
 	r := p.decide(t, envelope(nil))
-	assert.Equal(t, 500, r.Status)
+	require.Equal(t, 500, r.Status)
 	assert.Equal(t, "deny", r.str("decision"))
 	assert.Equal(t, "svc.core/internal_error", r.str("rule"))
+
+	db, err := sql.Open("sqlite3", "file:"+env["SVC_HOLDS_PATH"]+"?mode=ro")
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, db.Close()) }()
+	var body string
+	require.NoError(t, db.QueryRow(`SELECT body FROM audit WHERE kind = 'decision' AND decision_id = ?`,
+		r.str("decision_id")).Scan(&body), "the deny is in the mirror")
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &rec))
+	assert.Equal(t, "deny", rec["verdict"])
+	assert.Equal(t, true, rec["degraded"])
+	assert.Contains(t, rec["audit_error"], env["SVC_AUDIT_LOG"])
 }
 
 // faultyOPA starts an engine whose opa binary is the fake wrapper and
@@ -449,27 +464,4 @@ func TestDecideCLIExitCodes(t *testing.T) {
 	assert.Equal(t, 1, code, "a refused envelope is a deny")
 	code, _ = run("http://127.0.0.1:1", envelope(nil))
 	assert.Equal(t, 3, code)
-}
-
-// TestUnwritableAuditLogDenyIsInTheMirror: when the audit file cannot be
-// written, the fail-closed deny is still recorded in the SQLite mirror,
-// marked degraded.
-func TestUnwritableAuditLogDenyIsInTheMirror(t *testing.T) {
-	env := baseEnv(t)
-	env["SVC_AUDIT_LOG"] = t.TempDir() // a directory cannot be appended to
-	p := startEngine(t, env)
-	r := p.decide(t, envelope(nil))
-	require.Equal(t, 500, r.Status)
-
-	db, err := sql.Open("sqlite3", "file:"+env["SVC_HOLDS_PATH"]+"?mode=ro")
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, db.Close()) }()
-	var body string
-	require.NoError(t, db.QueryRow(`SELECT body FROM audit WHERE kind = 'decision' AND decision_id = ?`,
-		r.str("decision_id")).Scan(&body), "the deny is in the mirror")
-	var rec map[string]any
-	require.NoError(t, json.Unmarshal([]byte(body), &rec))
-	assert.Equal(t, "deny", rec["verdict"])
-	assert.Equal(t, true, rec["degraded"])
-	assert.Contains(t, rec["audit_error"], env["SVC_AUDIT_LOG"])
 }

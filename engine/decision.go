@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -173,36 +172,15 @@ func nameIndex(key []byte, names []string) int {
 }
 
 // spelledName returns the one of names (lower-case ASCII names) that key,
-// none of them, reads as: equal to it under Unicode case folding, as
-// encoding/json matches names, or once Folded (compatibility forms such as
-// full-width letters, invisible characters and look-alikes removed).
+// none of them, reads as (misspelling), compared once Folded: compatibility
+// forms such as full-width letters, invisible characters and look-alikes
+// removed.
 func spelledName(key []byte, names []string) (string, bool) {
 	if lowerASCII(key) {
-		// Case folding and Fold leave such a key as it is.
 		return "", false
 	}
 	k := string(key)
-	folded := Fold(k)
-	for _, name := range names {
-		if strings.EqualFold(k, name) || folded == name {
-			return name, true
-		}
-	}
-	return "", false
-}
-
-// lowerASCII reports whether key is printable ASCII without an upper-case
-// letter or surrounding space.
-func lowerASCII(key []byte) bool {
-	if len(key) > 0 && (key[0] == ' ' || key[len(key)-1] == ' ') {
-		return false
-	}
-	for _, c := range key {
-		if c < ' ' || c > '~' || ('A' <= c && c <= 'Z') {
-			return false
-		}
-	}
-	return true
+	return misspelling(k, Fold(k), names)
 }
 
 // objectScanner walks the members of a JSON object that json.Valid has

@@ -257,21 +257,21 @@ func (s *keyScanner) key(f *frame) error {
 		f.member = s.keep(unquote(raw))
 	}
 	if s.object && s.ambiguous == nil {
-		s.check(f, plain)
+		s.check(f)
 	}
 	return nil
 }
 
 // check records the first ambiguous key.
-func (s *keyScanner) check(f *frame, plain bool) {
+func (s *keyScanner) check(f *frame) {
 	key, id, misspelt := s.bytesOf(f.member), f.member, false
 	var fields []string
 	if f.object > 0 {
 		fields = envelopeObjects[f.object-1].fields
-		if !plain || !lowerTrimmed(key) {
+		if !lowerASCII(key) {
 			canon := strings.ToLower(Clean(string(key)))
 			id = s.keep([]byte(canon))
-			misspelt = misspelled(string(key), canon, fields)
+			_, misspelt = misspelling(string(key), canon, fields)
 		}
 	}
 	switch {
@@ -282,15 +282,15 @@ func (s *keyScanner) check(f *frame, plain bool) {
 	}
 }
 
-// lowerTrimmed reports whether a printable ASCII key has no upper-case
-// letter and no surrounding space: then Clean and ToLower keep it as it is,
-// and it cannot spell a (lower-case) field name in another case.
-func lowerTrimmed(key []byte) bool {
+// lowerASCII reports whether key is printable ASCII without an upper-case
+// letter or surrounding space: then Clean, Fold and ToLower keep it as it
+// is, and it cannot spell a (lower-case) field name another way.
+func lowerASCII(key []byte) bool {
 	if len(key) > 0 && (key[0] == ' ' || key[len(key)-1] == ' ') {
 		return false
 	}
 	for _, c := range key {
-		if 'A' <= c && c <= 'Z' {
+		if c < ' ' || c > '~' || ('A' <= c && c <= 'Z') {
 			return false
 		}
 	}
@@ -365,18 +365,19 @@ func (s *keyScanner) checkNumber(lit []byte) {
 // misspeltReason is the refusal of a key that spells a field another way.
 const misspeltReason = "field names are spelled exactly as documented: lower case (snake_case), no surrounding space, no full-width or other compatibility forms, no invisible characters"
 
-// misspelled reports whether key is not a known field but reads as one: it
-// equals one but for case, or its canonical form canon (Clean, lower case:
-// surrounding space, invisible characters and compatibility forms such as
-// full-width letters removed) is one. Two readers could disagree on such a
-// key, so it is refused rather than ignored.
-func misspelled(key, canon string, known []string) bool {
+// misspelling returns the known name that key, not itself one of known,
+// reads as: one it equals but for case (as encoding/json matches names), or
+// its compared form canon (lower case, surrounding space, invisible
+// characters and compatibility forms such as full-width letters removed).
+// Two readers could disagree on such a key, so it is refused rather than
+// ignored.
+func misspelling(key, canon string, known []string) (string, bool) {
 	for _, k := range known {
 		if key != k && (canon == k || strings.EqualFold(key, k)) {
-			return true
+			return k, true
 		}
 	}
-	return false
+	return "", false
 }
 
 func joinPath(path, key string) string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -36,13 +35,10 @@ func invalidJSON(reason, field string) *Error {
 // member name is reported by its path in field. Errors are *Error values
 // built by invalidJSON.
 func decodeStrict(body []byte, v any, usage string, fields ...string) error {
-	if !json.Valid(body) || !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
+	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
 		return invalidJSON(usage, "")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	s := memberCheck{dec: dec, fields: fields}
-	if err := s.value(""); err != nil {
+	if err := checkMembers(body, "", fields); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			return e
@@ -59,6 +55,35 @@ func decodeStrict(body []byte, v any, usage string, fields ...string) error {
 	return nil
 }
 
+// checkMembers checks the member names of the object doc found at path
+// against fields, and those of its members that are objects with
+// documented members of their own. A member that is an object where none is
+// documented is left to the type check of json.Unmarshal, which names it.
+func checkMembers(doc []byte, path string, fields []string) error {
+	s, err := scanObject(doc)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
+		name := string(memberName(quoted))
+		member := memberPath(path, name)
+		switch {
+		case seen[name]:
+			return invalidJSON(reasonDuplicateKey, member)
+		case !slices.Contains(fields, member) || strings.Contains(name, "."):
+			return invalidJSON(reasonSpelling+documented(fields, path), member)
+		}
+		seen[name] = true
+		if value[0] == '{' && hasMembers(fields, member) {
+			if err := checkMembers(value, member, fields); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // parentPath returns the path of the object a dotted field path is a
 // member of: "principal" for "principal.type", "" (the top level) for
 // "decision".
@@ -69,97 +94,16 @@ func parentPath(field string) string {
 	return ""
 }
 
-// memberCheck walks the tokens of a valid JSON document, checking the
-// member names of every object against the documented field paths.
-type memberCheck struct {
-	dec    *json.Decoder
-	fields []string
+// hasMembers reports whether fields documents members of an object at path.
+func hasMembers(fields []string, path string) bool {
+	return slices.ContainsFunc(fields, func(f string) bool { return parentPath(f) == path && strings.Contains(f, ".") })
 }
 
-// value reads one value found at path; its objects and arrays are walked.
-func (s *memberCheck) value(path string) error {
-	tok, err := s.dec.Token()
-	if err != nil {
-		return fmt.Errorf("read value at %q: %w", path, err)
-	}
-	switch tok {
-	case json.Delim('{'):
-		if path != "" && !s.hasMembers(path) {
-			return s.skip(path) // not an object of the body: a type error, named by Unmarshal
-		}
-		return s.object(path)
-	case json.Delim('['):
-		for s.dec.More() {
-			if err := s.value(path); err != nil {
-				return err
-			}
-		}
-		return s.closing(path)
-	}
-	return nil
-}
-
-// object checks the members of the object at path, whose '{' was read.
-func (s *memberCheck) object(path string) error {
-	seen := map[string]bool{}
-	for s.dec.More() {
-		tok, err := s.dec.Token()
-		if err != nil {
-			return fmt.Errorf("read member name at %q: %w", path, err)
-		}
-		name, _ := tok.(string)
-		member := memberPath(path, name)
-		if seen[name] {
-			return invalidJSON(reasonDuplicateKey, member)
-		}
-		if !slices.Contains(s.fields, member) || strings.Contains(name, ".") {
-			return invalidJSON(reasonSpelling+s.documented(path), member)
-		}
-		seen[name] = true
-		if err := s.value(member); err != nil {
-			return err
-		}
-	}
-	return s.closing(path)
-}
-
-// hasMembers reports whether the body documents members of an object at
-// path.
-func (s *memberCheck) hasMembers(path string) bool {
-	return slices.ContainsFunc(s.fields, func(f string) bool { return parentPath(f) == path && strings.Contains(f, ".") })
-}
-
-// skip reads the rest of the container at path, whose opening delimiter
-// was read.
-func (s *memberCheck) skip(path string) error {
-	for depth := 1; depth > 0; {
-		tok, err := s.dec.Token()
-		if err != nil {
-			return fmt.Errorf("read value at %q: %w", path, err)
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-	return nil
-}
-
-// closing reads the '}' or ']' that ends the container at path.
-func (s *memberCheck) closing(path string) error {
-	if _, err := s.dec.Token(); err != nil {
-		return fmt.Errorf("read end of %q: %w", path, err)
-	}
-	return nil
-}
-
-// documented lists the member names allowed in the object at path, in
+// documented lists the member names fields allows in the object at path, in
 // their documented order.
-func (s *memberCheck) documented(path string) string {
+func documented(fields []string, path string) string {
 	var out []string
-	for _, f := range s.fields {
+	for _, f := range fields {
 		if parentPath(f) == path {
 			out = append(out, f)
 		}

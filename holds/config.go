@@ -104,13 +104,9 @@ func uniqueRules(src string) error {
 	if err != nil {
 		return fmt.Errorf("want a JSON object {rule: [principal types]}: %w", err)
 	}
-	seen := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		rule := strings.TrimSpace(k)
-		if seen[rule] {
-			return fmt.Errorf("rule %q is listed more than once (keys are compared after trimming spaces); list each rule once", rule)
-		}
-		seen[rule] = true
+	if _, i, dup := repeatedKey(keys, strings.TrimSpace); dup {
+		return fmt.Errorf("rule %q is listed more than once (keys are compared after trimming spaces); list each rule once",
+			strings.TrimSpace(keys[i]))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/svc-dev/svc/engine"
@@ -101,14 +102,14 @@ func exactPrincipalKeys(entry []byte) error {
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if (k != "type" && k != "id") || seen[k] {
-			return fmt.Errorf("member %q: members are \"type\" and \"id\", each once, spelled exactly", k)
+	bad := slices.IndexFunc(keys, func(k string) bool { return k != "type" && k != "id" })
+	if bad < 0 {
+		var dup bool
+		if _, bad, dup = repeatedKey(keys, nil); !dup {
+			return nil
 		}
-		seen[k] = true
 	}
-	return nil
+	return fmt.Errorf("member %q: members are \"type\" and \"id\", each once, spelled exactly", keys[bad])
 }
 
 // uniqueTokens refuses a token listed twice in the JSON object data, which
@@ -119,14 +120,27 @@ func uniqueTokens(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("resolver tokens: %w", err)
 	}
-	first := make(map[string]int, len(keys))
-	for i, k := range keys {
-		if j, dup := first[k]; dup {
-			return fmt.Errorf("resolver tokens: entries %d and %d have the same token; each token must be listed once", j+1, i+1)
-		}
-		first[k] = i
+	if i, j, dup := repeatedKey(keys, nil); dup {
+		return fmt.Errorf("resolver tokens: entries %d and %d have the same token; each token must be listed once", i+1, j+1)
 	}
 	return nil
+}
+
+// repeatedKey finds the first key of keys that repeats an earlier one, as
+// compared by norm (nil compares them as they are), and returns the
+// positions of the two.
+func repeatedKey(keys []string, norm func(string) string) (first, again int, found bool) {
+	seen := make(map[string]int, len(keys))
+	for i, k := range keys {
+		if norm != nil {
+			k = norm(k)
+		}
+		if j, dup := seen[k]; dup {
+			return j, i, true
+		}
+		seen[k] = i
+	}
+	return 0, 0, false
 }
 
 // objectKeys returns the member names of the JSON object data in order,

@@ -29,18 +29,14 @@ func resolve(ctx context.Context, q querier, r engine.HoldResolution) error {
 			engine.InvalidField("decision", "a resolution approves or rejects"))
 	}
 	ms := r.At.UnixMilli()
-	res, err := q.ExecContext(ctx, `UPDATE holds SET status = ?, decided_by_type = ?,
+	changed, err := updateOne(ctx, q, `UPDATE holds SET status = ?, decided_by_type = ?,
 		decided_by_id = ?, decided_ms = ?, decided_verified = ?, resolution_reason = ?
 		WHERE id = ? AND status = 'pending' AND expires_ms > ?`,
 		r.Status, r.By.Type, r.By.ID, ms, r.Verified, r.Reason, id, ms)
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("resolve hold %s: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("resolve hold %s: %w", id, err)
-	}
-	if n == 1 {
+	case changed:
 		return nil
 	}
 	cur, err := get(ctx, q, id, r.At)
@@ -56,7 +52,7 @@ func resolve(ctx context.Context, q querier, r engine.HoldResolution) error {
 // all: no unaudited approval stands. It reports false, changing nothing,
 // when the hold is no longer as r left it (consumed or expired since).
 func (s *Store) UndoResolveIn(ctx context.Context, tx *sql.Tx, r engine.HoldResolution) (bool, error) {
-	undone, err := revert(ctx, tx, `UPDATE holds SET status = 'pending', decided_by_type = NULL,
+	undone, err := updateOne(ctx, tx, `UPDATE holds SET status = 'pending', decided_by_type = NULL,
 		decided_by_id = NULL, decided_ms = NULL, decided_verified = NULL, resolution_reason = ''
 		WHERE id = ? AND status = ? AND decided_by_type = ? AND decided_by_id = ? AND decided_ms = ?
 		AND consumed_ms IS NULL`,
@@ -71,7 +67,7 @@ func (s *Store) UndoResolveIn(ctx context.Context, tx *sql.Tx, r engine.HoldReso
 // whose audit line could not be written after all, provided it is still
 // pending; it reports false, changing nothing, when the hold has moved on.
 func (s *Store) UndoCreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) (bool, error) {
-	undone, err := revert(ctx, tx, `DELETE FROM holds WHERE id = ? AND status = 'pending' AND decision_id = ?`,
+	undone, err := updateOne(ctx, tx, `DELETE FROM holds WHERE id = ? AND status = 'pending' AND decision_id = ?`,
 		h.ID, h.DecisionID)
 	if err != nil {
 		return false, fmt.Errorf("remove hold %s: %w", h.ID, err)
@@ -85,7 +81,7 @@ func (s *Store) UndoCreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) (bo
 // still stands for one allow. It reports false, changing nothing, when the
 // hold is no longer consumed by that decision.
 func (s *Store) UndoConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumption) (bool, error) {
-	undone, err := revert(ctx, tx, `UPDATE holds SET status = 'approved', consumed_ms = NULL,
+	undone, err := updateOne(ctx, tx, `UPDATE holds SET status = 'approved', consumed_ms = NULL,
 		consumed_by_decision_id = NULL WHERE id = ? AND status = 'consumed' AND consumed_by_decision_id = ?`,
 		c.HoldID, c.DecisionID)
 	if err != nil {
@@ -94,9 +90,9 @@ func (s *Store) UndoConsumeIn(ctx context.Context, tx *sql.Tx, c engine.Consumpt
 	return undone, nil
 }
 
-// revert runs a statement that undoes one write to one hold row and reports
-// whether it changed that row.
-func revert(ctx context.Context, q querier, stmt string, args ...any) (bool, error) {
+// updateOne runs a statement that writes at most one hold row (a
+// compare-and-set, or the undo of one) and reports whether it changed it.
+func updateOne(ctx context.Context, q querier, stmt string, args ...any) (bool, error) {
 	r, err := q.ExecContext(ctx, stmt, args...)
 	if err != nil {
 		return false, err
@@ -127,17 +123,13 @@ func consume(ctx context.Context, q querier, c engine.Consumption) error {
 			engine.InvalidField("decision_id", "a consumption names the decision that redeems the hold"))
 	}
 	ms := c.At.UnixMilli()
-	res, err := q.ExecContext(ctx, `UPDATE holds SET status = 'consumed', consumed_ms = ?,
+	changed, err := updateOne(ctx, q, `UPDATE holds SET status = 'consumed', consumed_ms = ?,
 		consumed_by_decision_id = ? WHERE id = ? AND status = 'approved' AND expires_ms > ?
 		AND consumed_ms IS NULL`, ms, c.DecisionID, id, ms)
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("consume hold %s: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("consume hold %s: %w", id, err)
-	}
-	if n == 1 {
+	case changed:
 		return nil
 	}
 	cur, err := get(ctx, q, id, c.At)

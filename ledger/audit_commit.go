@@ -173,8 +173,7 @@ func (a *Audit) holdWrite(ctx context.Context, tx *sql.Tx, e *entry, rows *mirro
 // rows.
 func (a *Audit) insertEntry(ctx context.Context, insert, charge *sql.Stmt, e *entry, rows *mirrored) error {
 	for _, l := range e.lines {
-		id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
-		seq, err := insertID(insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body)))
+		seq, err := insertID(insertLine(ctx, insert, l))
 		if err != nil {
 			return err
 		}
@@ -189,6 +188,12 @@ func (a *Audit) insertEntry(ctx context.Context, insert, charge *sql.Stmt, e *en
 	}
 	rows.charges = append(rows.charges, id)
 	return nil
+}
+
+// insertLine inserts the mirror row of l with the audit insert statement.
+func insertLine(ctx context.Context, insert *sql.Stmt, l line) (sql.Result, error) {
+	id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
+	return insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body))
 }
 
 func insertID(res sql.Result, err error) (int64, error) {

@@ -136,8 +136,7 @@ func (a *Audit) salvageMirror(ctx context.Context, batch []*entry) error {
 		insert := tx.StmtContext(ctx, a.insert)
 		for _, e := range batch {
 			for _, l := range e.lines {
-				id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
-				if _, err := insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body)); err != nil {
+				if _, err := insertLine(ctx, insert, l); err != nil {
 					return err
 				}
 			}

@@ -16,9 +16,10 @@ import (
 	"github.com/svc-dev/svc/holds"
 )
 
-// A hold write the store refuses fails the entry that asked for it, not the
-// decisions that share its batch: they are stored, it is not.
-func TestHoldWriteRefusalFailsItsEntryAlone(t *testing.T) {
+// auditWithHolds returns an audit log on a fresh database with a hold
+// store, the store and the audit file's path.
+func auditWithHolds(t *testing.T) (*Audit, *holds.Store, string) {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := Open(ctx, filepath.Join(dir, "svc.db"), DurabilityFull)
@@ -30,6 +31,14 @@ func TestHoldWriteRefusalFailsItsEntryAlone(t *testing.T) {
 	a, err := NewAudit(ctx, db, path, store, zerolog.New(zerolog.NewTestWriter(t)))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, a.Close()) })
+	return a, store, path
+}
+
+// A hold write the store refuses fails the entry that asked for it, not the
+// decisions that share its batch: they are stored, it is not.
+func TestHoldWriteRefusalFailsItsEntryAlone(t *testing.T) {
+	ctx := context.Background()
+	a, store, path := auditWithHolds(t)
 
 	entryOf := func(id string) *entry {
 		l, err := a.line(engine.AuditRecord{Kind: engine.EventDecision, Body: map[string]string{"decision_id": id}})

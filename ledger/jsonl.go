@@ -123,13 +123,9 @@ func (j *jsonl) write(buf []byte, sync bool) (int64, error) {
 // file: it is synced if need be, closed, and the file at the path opened
 // (created if missing). One stat of the path per batch.
 func (j *jsonl) current() (os.FileInfo, error) {
-	if err := j.open(); err != nil {
-		return nil, err
-	}
-	fi, err := j.f.Stat()
+	fi, err := j.opened()
 	if err != nil {
-		j.drop()
-		return nil, fmt.Errorf("append audit log %s: %w", j.path, err)
+		return nil, err
 	}
 	if at, err := os.Stat(j.path); err == nil && os.SameFile(fi, at) {
 		return fi, nil
@@ -138,10 +134,16 @@ func (j *jsonl) current() (os.FileInfo, error) {
 	if err := j.release(); err != nil {
 		return nil, err
 	}
+	return j.opened()
+}
+
+// opened opens the file if needed and returns the state of the open one.
+func (j *jsonl) opened() (os.FileInfo, error) {
 	if err := j.open(); err != nil {
 		return nil, err
 	}
-	if fi, err = j.f.Stat(); err != nil {
+	fi, err := j.f.Stat()
+	if err != nil {
 		j.drop()
 		return nil, fmt.Errorf("append audit log %s: %w", j.path, err)
 	}

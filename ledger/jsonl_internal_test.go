@@ -113,21 +113,11 @@ func records(t *testing.T, a *Audit) []AuditRow {
 // so the fault is injected.
 func truncateProbe(*os.File, int64) error { return syscall.EPERM }
 
-// voidedAudit returns an audit log with a hold store, whose file refuses
-// truncation when appendOnly is set, and the hold store.
+// voidedAudit returns an audit log with a hold store (auditWithHolds),
+// whose file refuses truncation when appendOnly is set.
 func voidedAudit(t *testing.T, appendOnly bool) (*Audit, *holds.Store, string) {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := Open(ctx, filepath.Join(dir, "svc.db"), DurabilityFull)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, db.Close()) })
-	store, err := holds.NewStore(ctx, db.SQL())
-	require.NoError(t, err)
-	path := filepath.Join(dir, "audit.jsonl")
-	a, err := NewAudit(ctx, db, path, store, zerolog.New(zerolog.NewTestWriter(t)))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, a.Close()) })
+	a, store, path := auditWithHolds(t)
 	if appendOnly {
 		a.file.truncate = truncateProbe // no batch is in progress yet
 	}
