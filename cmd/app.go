@@ -76,7 +76,7 @@ func (a *app) open(ctx context.Context) error {
 		return fmt.Errorf("hold resolution settings: %w", err)
 	}
 	observer, metricsHandler := newMetrics(store, a.exporter)
-	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL},
+	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
 			Publisher: a.exporter, Observer: observer, Logger: log})
 	if err != nil {

@@ -56,9 +56,8 @@ type outcome struct {
 // read totals that miss a charge already granted.
 func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 	env := req.Envelope
-	received := req.Received
-	if received.IsZero() {
-		received = time.Now()
+	if req.Received.IsZero() {
+		req.Received = time.Now()
 	}
 	out := &outcome{Decision: Decision{
 		DecisionID: NewID(), Obligations: []string{},
@@ -66,7 +65,7 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 		Environment: env.Target.Environment, RawEnvironment: env.Target.RawEnvironment,
 	}}
 	ev, status := e.settle(ctx, req, out)
-	e.deps.Observer.Decided(out.Decision.Decision, out.Rule, time.Since(received))
+	e.deps.Observer.Decided(out.Decision.Decision, out.Rule, time.Since(req.Received))
 	e.deps.Publisher.Publish(Event{Type: EventDecision, Body: ev})
 	e.publishHoldEvents(out)
 	return out.Decision, status
@@ -81,14 +80,54 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 // only for the decisions being made, not for those queued behind a busy
 // session. It cannot deadlock: a decision that holds the freeze lock
 // already has its session's and waits for nothing else.
+//
+// A decision gets its verdict by its deadline (Config.Deadline after its
+// arrival), waiting for its session's lock included: one that is still
+// waiting for the lock then, or still evaluating, is denied. Its record is
+// committed after the deadline all the same.
 func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (DecisionEvent, int) {
-	defer e.locks.lock(req.Envelope.Agent.SessionID)()
+	deadline := e.deadline(req)
+	release, err := e.prepare(req, out, deadline)
+	if err != nil {
+		return e.conclude(ctx, req, out, e.failClosed(out, err))
+	}
+	defer release()
 	e.freeze.RLock()
 	defer e.freeze.RUnlock()
 	status := http.StatusOK
-	if err := e.safeDecide(ctx, req, out); err != nil {
+	if err := e.safeDecide(ctx, req, out, deadline); err != nil {
 		status = e.failClosed(out, err)
 	}
+	return e.conclude(ctx, req, out, status)
+}
+
+// deadline is when req must have its verdict, or zero for no bound.
+func (e *Engine) deadline(req Request) time.Time {
+	if e.cfg.Deadline <= 0 {
+		return time.Time{}
+	}
+	return req.Received.Add(e.cfg.Deadline)
+}
+
+// prepare hashes the envelope and takes its session's lock, waiting until
+// deadline at most, and returns the lock's release.
+func (e *Engine) prepare(req Request, out *outcome, deadline time.Time) (func(), error) {
+	hash, err := req.Envelope.Hash()
+	if err != nil {
+		return nil, internalFault("envelope hash failed", err)
+	}
+	out.EnvelopeHash = hash
+	release, err := e.locks.lock(req.Envelope.Agent.SessionID, deadline)
+	if err != nil {
+		return nil, internalFault("decision not evaluated in time", err)
+	}
+	return release, nil
+}
+
+// conclude commits out, the decision answered with status; a decision whose
+// hold write fails is denied and committed instead, and one that cannot be
+// committed is denied and recorded best effort (recordDegraded).
+func (e *Engine) conclude(ctx context.Context, req Request, out *outcome, status int) (DecisionEvent, int) {
 	ev, err := e.commit(ctx, req, out)
 	if err != nil && (out.created != nil || out.redeemed != nil) {
 		status = e.holdWriteFailed(ctx, out, err)
@@ -173,7 +212,12 @@ func (e *Engine) holdWriteFailed(ctx context.Context, out *outcome, err error) i
 
 // safeDecide runs decide and turns a panic in any part it calls (an
 // evaluator, a store) into a fault, so the deny it becomes is still audited.
-func (e *Engine) safeDecide(ctx context.Context, req Request, out *outcome) (err error) {
+func (e *Engine) safeDecide(ctx context.Context, req Request, out *outcome, deadline time.Time) (err error) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = internalFault("engine fault", fmt.Errorf("panic: %v", p))
@@ -197,11 +241,6 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 
 func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 	env := req.Envelope
-	hash, err := env.Hash()
-	if err != nil {
-		return internalFault("envelope hash failed", err)
-	}
-	out.EnvelopeHash = hash
 	now := e.deps.Now()
 	v, err := e.evaluate(ctx, env, now)
 	if err != nil {

@@ -43,6 +43,12 @@ func newPipeline(t *testing.T, opaBin string, obs engine.Observer) *pipeline {
 // given evaluator.
 func newPipelineWith(t *testing.T, eval engine.Evaluator, obs engine.Observer) *pipeline {
 	t.Helper()
+	return newPipelineConfig(t, engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour}, eval, obs)
+}
+
+// newPipelineConfig is newPipelineWith with the engine's settings.
+func newPipelineConfig(t *testing.T, cfg engine.Config, eval engine.Evaluator, obs engine.Observer) *pipeline {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := ledger.Open(ctx, filepath.Join(dir, "svc.db"), ledger.DurabilityFull)
@@ -55,7 +61,7 @@ func newPipelineWith(t *testing.T, eval engine.Evaluator, obs engine.Observer) *
 	audit, err := ledger.NewAudit(ctx, db, filepath.Join(dir, "audit.jsonl"), store, zerolog.Nop())
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, audit.Close()) })
-	e, err := engine.New(engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour}, engine.Deps{
+	e, err := engine.New(cfg, engine.Deps{
 		Evaluator: eval,
 		Budgets:   budgets, Holds: store, Recorder: audit, Observer: obs, Logger: zerolog.Nop(),
 	})

@@ -17,6 +17,11 @@ type Config struct {
 	Version string        // svc version, carried in events
 	Window  time.Duration // rolling window of session budgets
 	HoldTTL time.Duration // lifetime of a new hold
+	// Deadline is how long after its arrival a decision must have its
+	// verdict, its wait behind earlier decisions of its session included
+	// (SVC_OPA_TIMEOUT); one that has none by then is denied. Zero: no
+	// bound beyond the evaluator's own.
+	Deadline time.Duration
 }
 
 // Deps are the parts the engine consumes. Publisher and Observer may be nil

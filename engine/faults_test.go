@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,50 @@ type panicking struct{}
 
 func (panicking) Evaluate(context.Context, json.RawMessage) (engine.Verdict, error) {
 	panic("evaluator exploded")
+}
+
+// stuck is an evaluator that never answers: it gives up when its context
+// ends or after timeout, as the real evaluators do at SVC_OPA_TIMEOUT.
+type stuck struct{ timeout time.Duration }
+
+func (s stuck) Evaluate(ctx context.Context, _ json.RawMessage) (engine.Verdict, error) {
+	select {
+	case <-ctx.Done():
+		return engine.Verdict{}, ctx.Err()
+	case <-time.After(s.timeout):
+		return engine.Verdict{}, context.DeadlineExceeded
+	}
+}
+
+// Decisions queued behind a decision of their session whose evaluation
+// hangs are each denied by their own deadline (SVC_OPA_TIMEOUT after their
+// arrival), not one deadline after another, and each deny is on record.
+func TestDecisionsQueuedBehindAStuckEvaluationDenyByTheirDeadline(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	cfg := engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour, Deadline: deadline}
+	p := newPipelineConfig(t, cfg, stuck{timeout: deadline}, nil)
+	const n = 8
+	took, statuses := make([]time.Duration, n), make([]int, n)
+	decisions := make([]engine.Decision, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			start := time.Now()
+			decisions[i], statuses[i] = p.decideStatus(t, "one-session", "read", 1, "staging", "reversible", "single")
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		assert.Equal(t, 500, statuses[i])
+		assert.Equal(t, engine.Deny, decisions[i].Decision)
+		assert.Equal(t, engine.RuleInternalError, decisions[i].Rule)
+		assert.NotEmpty(t, decisions[i].EnvelopeHash)
+		assert.Less(t, took[i], deadline+time.Second, "decision %d answered after its deadline", i)
+	}
+	rows, err := p.audit.Records(context.Background(), engine.EventDecision)
+	require.NoError(t, err)
+	assert.Len(t, rows, n, "every deny is on record")
 }
 
 // Each fault of the decision path denies with its rule and HTTP 500, and

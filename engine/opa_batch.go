@@ -83,9 +83,14 @@ func newBatcher(send batchSender, slots, max int, timeout time.Duration) *batche
 }
 
 // Evaluate decides input, alone or in a batch with concurrent callers,
-// within the batcher's timeout.
+// within the batcher's timeout, or by ctx's deadline when that is sooner.
+// Only the deadline of ctx counts: a canceled caller still leads the batch
+// it was given, so that the others in it get their results.
 func (b *batcher) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
 	deadline := time.Now().Add(b.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	c := &batchCall{input: input, done: make(chan batchSignal, 1)}
 	b.mu.Lock()
 	if b.running < b.slots {

@@ -257,6 +257,32 @@ func TestBatcherDeadline(t *testing.T) {
 	})
 }
 
+// TestBatcherCallerDeadline: a caller whose context has a deadline sooner
+// than the batcher's timeout (the decision's own, which its wait for its
+// session used up in part) gets its answer by that deadline, leading or
+// queued.
+func TestBatcherCallerDeadline(t *testing.T) {
+	const soon = 200 * time.Millisecond
+	s := &stallingSender{release: make(chan struct{})}
+	b := newBatcher(s.send, 1, 4, time.Minute)
+	start := time.Now()
+	errs := make(chan error, 2)
+	for range 2 { // the first leads and stalls, the second waits in the queue
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), soon)
+			defer cancel()
+			_, err := b.Evaluate(ctx, json.RawMessage(`"x"`))
+			errs <- err
+		}()
+	}
+	for range 2 {
+		assert.ErrorIs(t, <-errs, context.DeadlineExceeded)
+		assert.Less(t, time.Since(start), soon+time.Second, "the call outlived its context's deadline")
+	}
+	assertIdle(t, b)
+	close(s.release)
+}
+
 // TestBatcherDeadlineUnderLoad: many callers with a timeout close to the
 // sender's time, so that calls leave in every state (queued, in a batch,
 // just handed the lead): every call returns, within its timeout or with its
