@@ -160,6 +160,7 @@ func cefDecision(d engine.DecisionEvent, sev int) []byte {
 		labelled("cn2", "decision_latency_ms", strconv.FormatInt(d.DecisionLatencyMS, 10)).
 		ext("msg", d.Reason).
 		labelled("flexString1", "mode", d.Mode).
+		labelled("flexString2", "gate", d.Gate).
 		ext("externalId", d.DecisionID).
 		ext("envelopeHash", d.EnvelopeHash).
 		ext("holdId", d.HoldID).

@@ -86,6 +86,7 @@ func expectedExtensions(d engine.DecisionEvent) map[string]string {
 		"cs5": d.Axes.Externality, "cs5Label": "externality", "cs6": d.Environment, "cs6Label": "environment",
 		"cn1Label": "magnitude_count", "cn2Label": "decision_latency_ms",
 		"msg": d.Reason, "flexString1": d.Mode, "flexString1Label": "mode",
+		"flexString2": d.Gate, "flexString2Label": "gate",
 		"externalId": d.DecisionID, "envelopeHash": d.EnvelopeHash,
 		"holdId": d.HoldID, "parentDecisionId": d.ParentDecisionID, "traceparent": d.Traceparent,
 	}

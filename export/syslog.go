@@ -19,17 +19,31 @@ import (
 // Syslog transport timing. Reconnection after a failed dial or a broken
 // connection backs off exponentially from minBackoff to maxBackoff; a
 // successful write resets it.
+//
+// A collector that accepts but stops reading makes a write time out (a
+// stall). Every new connection to it would take in another kernel buffer's
+// worth of events that TCP cannot tell svc were ever read, so it is redialled
+// only after stallBackoff, doubling with each stall in a row up to
+// maxStallBackoff: meanwhile events wait in svc's queue, which drops and
+// counts when full. A connection that has carried writes for stallForgiven
+// without stalling ends the series.
 const (
-	appName      = "svc"
-	dialTimeout  = 5 * time.Second
-	writeTimeout = 5 * time.Second
-	minBackoff   = 100 * time.Millisecond
-	maxBackoff   = 10 * time.Second
-	sendAttempts = 3
+	appName         = "svc"
+	dialTimeout     = 5 * time.Second
+	minBackoff      = 100 * time.Millisecond
+	maxBackoff      = 10 * time.Second
+	stallBackoff    = 10 * time.Second
+	maxStallBackoff = 5 * time.Minute
+	stallForgiven   = time.Minute
+	sendAttempts    = 3
 	// pendingReadWait bounds reading what a collector sent us, e.g. TLS 1.3
 	// session tickets once per connection.
 	pendingReadWait = 20 * time.Millisecond
 )
+
+// writeTimeout bounds one write to a stream: a collector that takes nothing
+// for that long has stalled. A variable so that tests can shorten it.
+var writeTimeout = 5 * time.Second
 
 // syslogSink sends events as RFC 5424 messages: one per datagram over UDP,
 // octet-counted (RFC 6587 §3.4.1, RFC 5425 §4.3) over TCP and TLS.
@@ -43,11 +57,13 @@ type syslogSink struct {
 	msgLimit int // room for MSG within SyslogConfig.MaxMessage
 	tls      *tls.Config
 
-	conn     net.Conn
-	backoff  time.Duration
-	nextDial time.Time
-	msg      []byte
-	frame    []byte
+	conn      net.Conn
+	connected time.Time // when conn was dialled
+	backoff   time.Duration
+	stalls    int // stalled connections in a row
+	nextDial  time.Time
+	msg       []byte
+	frame     []byte
 }
 
 func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
@@ -150,15 +166,40 @@ func (s *syslogSink) send(ctx context.Context, frame []byte) error {
 			}
 		}
 		if err = s.write(ctx, frame); err == nil {
-			s.backoff = 0
+			s.wrote()
 			return nil
 		}
 		if s.protocol == ProtocolUDP {
 			return err
 		}
-		s.disconnect()
+		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil {
+			s.stalled()
+		} else {
+			s.disconnect()
+		}
 	}
 	return err
+}
+
+// wrote notes a successful write: the backoff is reset, unless the
+// connection follows a stall and has not yet lived stallForgiven.
+func (s *syslogSink) wrote() {
+	if s.stalls == 0 || time.Since(s.connected) >= stallForgiven {
+		s.backoff, s.stalls = 0, 0
+	}
+}
+
+// stalled drops a connection whose collector stopped reading and puts off
+// the next dial by the stall backoff.
+func (s *syslogSink) stalled() {
+	s.close()
+	s.stalls++
+	b := stallBackoff
+	for i := 1; i < s.stalls && b < maxStallBackoff; i++ {
+		b *= 2
+	}
+	s.backoff = min(b, maxStallBackoff)
+	s.nextDial = time.Now().Add(s.backoff)
 }
 
 func (s *syslogSink) connect(ctx context.Context) error {
@@ -185,7 +226,7 @@ func (s *syslogSink) connect(ctx context.Context) error {
 		s.scheduleReconnect()
 		return fmt.Errorf("connect to syslog %s over %s: %w", s.address, s.protocol, err)
 	}
-	s.conn = conn
+	s.conn, s.connected = conn, time.Now()
 	return nil
 }
 
@@ -264,10 +305,7 @@ func (s *syslogSink) consumePending() bool {
 }
 
 func (s *syslogSink) disconnect() {
-	if s.conn != nil {
-		_ = s.conn.Close()
-		s.conn = nil
-	}
+	s.close()
 	s.scheduleReconnect()
 }
 

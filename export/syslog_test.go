@@ -59,6 +59,31 @@ func TestSyslogStuckCollector(t *testing.T) {
 	assertAccounted(t, ex.Stats().Syslog, published)
 }
 
+// TestSyslogStalledCollectorIsNotRedialledAtOnce: a collector that accepts
+// connections but never reads makes writes time out; svc then waits
+// (stallBackoff) before dialling it again, so events wait in its queue,
+// where drops are counted, instead of filling the kernel buffers of one
+// new connection after another, where they would count as sent.
+func TestSyslogStalledCollectorIsNotRedialledAtOnce(t *testing.T) {
+	defer func(d time.Duration) { writeTimeout = d }(writeTimeout)
+	writeTimeout = 150 * time.Millisecond
+	stuck := exporttest.NewStuck(t, 4096)
+	ex := newTestExporter(t, Config{DrainTimeout: 200 * time.Millisecond, Syslog: SyslogConfig{
+		Enabled: true, Address: stuck.Addr, Protocol: ProtocolTCP, QueueSize: 64,
+	}})
+	ev := engine.Event{Type: engine.EventDecision, Body: fullDecision()}
+	var published uint64
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); published++ {
+		ex.Publish(ev)
+		time.Sleep(2 * time.Millisecond)
+	}
+	assert.Equal(t, 1, stuck.Accepted(), "the stalled collector was dialled again within the stall backoff")
+	assert.Positive(t, ex.Stats().Syslog.Dropped, "events waited in the queue and overflowed it")
+	require.NoError(t, ex.Close())
+	assertAccounted(t, ex.Stats().Syslog, published)
+	assert.Equal(t, 1, stuck.Accepted(), "no dial while draining at shutdown")
+}
+
 // fillUntilStuck keeps the queue topped up until the worker has made no
 // progress for a while with a full queue: it is then blocked writing to a
 // collector that does not read. It returns how many events it published.

@@ -18,6 +18,21 @@ import (
 // listener and the connections when the test ends.
 func StuckCollector(t testing.TB, rcvbuf int) string {
 	t.Helper()
+	return NewStuck(t, rcvbuf).Addr
+}
+
+// Stuck is a collector that accepts TCP connections and never reads them.
+type Stuck struct {
+	Addr string // host:port it listens on
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// NewStuck starts a Stuck collector on loopback whose connections have a
+// receive buffer of rcvbuf bytes; it is closed when the test ends.
+func NewStuck(t testing.TB, rcvbuf int) *Stuck {
+	t.Helper()
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -30,26 +45,34 @@ func StuckCollector(t testing.TB, rcvbuf int) string {
 	}}
 	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
+	s := &Stuck{Addr: ln.Addr().String()}
+	go s.accept(ln)
 	t.Cleanup(func() {
 		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.conns {
 			_ = c.Close()
 		}
 	})
-	return ln.Addr().String()
+	return s
+}
+
+func (s *Stuck) accept(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
+	}
+}
+
+// Accepted is how many connections the collector has accepted.
+func (s *Stuck) Accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
