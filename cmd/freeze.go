@@ -61,6 +61,14 @@ func printFreeze(w io.Writer, v engine.FreezeView) error {
 	if v.Pinned {
 		state += " (pinned by SVC_FREEZE)"
 	}
-	_, err := fmt.Fprintf(w, "%s\nreason: %s\nby: %s\nsince: %s\n", state, v.Reason, v.By, engine.FormatTime(v.UpdatedTS))
+	_, err := fmt.Fprintf(w, "%s\nreason: %s\nby: %s\nsince: %s\n", state, v.Reason, v.By, freezeSince(v))
 	return err
+}
+
+// freezeSince is when the state last changed, "never" if it never has.
+func freezeSince(v engine.FreezeView) string {
+	if v.UpdatedTS.IsZero() {
+		return "never"
+	}
+	return engine.FormatTime(v.UpdatedTS)
 }

@@ -2,21 +2,28 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 )
 
-// FreezeState is the kill-switch state.
+// FreezeState is the kill-switch state. FreezeView is its wire form.
 type FreezeState struct {
-	Frozen    bool      `json:"frozen"`
-	Reason    string    `json:"reason"`
-	By        string    `json:"by"`
-	UpdatedTS time.Time `json:"updated_ts"`
+	Frozen bool
+	Reason string
+	By     string
+	// UpdatedTS is when the state last changed; zero if it never has.
+	UpdatedTS time.Time
+	// FromPin marks a freeze that only SVC_FREEZE holds on: the state set
+	// through the API under it is not frozen, so a start without
+	// SVC_FREEZE clears it.
+	FromPin bool
 }
 
-// FreezeStore persists the kill-switch state across restarts.
+// FreezeStore persists the kill-switch state the engine last ran with, so
+// that a restart keeps it and a start that changes it puts that on record.
 type FreezeStore interface {
 	LoadFreeze(ctx context.Context) (FreezeState, error)
 	SaveFreeze(ctx context.Context, st FreezeState) error
@@ -26,6 +33,13 @@ type FreezeStore interface {
 var ErrFreezePinned = &Error{Code: ECONFLICT, Name: "freeze_pinned",
 	Message: "SVC_FREEZE=true pins the freeze on; unset it and restart to clear",
 	Fields:  map[string]any{"variable": "SVC_FREEZE"}}
+
+// The actor and reasons of the changes SVC_FREEZE makes at start-up.
+const (
+	pinActor    = "config:SVC_FREEZE"
+	pinReason   = "SVC_FREEZE=true at start-up pins the freeze on"
+	unpinReason = "SVC_FREEZE no longer set at start-up: the freeze it pinned is cleared"
+)
 
 // KillSwitch owns the freeze flag: the pinned setting, the persisted state,
 // and the records every change leaves (audit line, webhook, SIEM event).
@@ -37,26 +51,82 @@ type KillSwitch struct {
 	state  FreezeState
 }
 
-// NewKillSwitch loads the persisted state; pinned (SVC_FREEZE=true) keeps
-// the engine frozen whatever was stored.
+// NewKillSwitch loads the state the engine last ran with; pinned
+// (SVC_FREEZE=true) keeps the engine frozen whatever was set through the
+// API. A start that changes the state, SVC_FREEZE having been set or unset
+// since the last run, records the change as the API does, by
+// config:SVC_FREEZE; failing to record it fails the start.
 func NewKillSwitch(ctx context.Context, e *Engine, store FreezeStore, pinned bool) (*KillSwitch, error) {
 	st, err := store.LoadFreeze(ctx)
 	if err != nil {
 		return nil, err
 	}
 	k := &KillSwitch{engine: e, store: store, pinned: pinned, state: st}
-	if pinned && !st.Frozen {
-		k.state = FreezeState{Frozen: true, Reason: "pinned by SVC_FREEZE", By: "config:SVC_FREEZE"}
+	e.frozen.Store(st.Frozen)
+	if next, ok := startState(st, pinned); ok {
+		if err := k.change(ctx, next); err != nil {
+			return nil, fmt.Errorf("start-up freeze change (SVC_FREEZE=%t): %w", pinned, err)
+		}
 	}
-	e.frozen.Store(k.state.Frozen)
 	return k, nil
+}
+
+// startState is the state a start changes st, the state of the last run,
+// to under SVC_FREEZE=pinned; ok is false when the start changes nothing.
+func startState(st FreezeState, pinned bool) (next FreezeState, ok bool) {
+	switch {
+	case pinned && !st.Frozen:
+		return FreezeState{Frozen: true, Reason: pinReason, By: pinActor, FromPin: true}, true
+	case !pinned && st.FromPin:
+		return FreezeState{Frozen: false, Reason: unpinReason, By: pinActor}, true
+	}
+	return st, false
 }
 
 // FreezeView is the answer of the freeze routes.
 type FreezeView struct {
 	FreezeState
-	Pinned  bool `json:"pinned"`
-	Changed bool `json:"changed"`
+	Pinned  bool
+	Changed bool
+}
+
+// freezeJSON is the wire form of a FreezeView: updated_ts in FormatTime
+// form, null when the state never changed.
+type freezeJSON struct {
+	Frozen    bool    `json:"frozen"`
+	Reason    string  `json:"reason"`
+	By        string  `json:"by"`
+	UpdatedTS *string `json:"updated_ts"`
+	Pinned    bool    `json:"pinned"`
+	Changed   bool    `json:"changed"`
+}
+
+// MarshalJSON renders the view in its wire form.
+func (v FreezeView) MarshalJSON() ([]byte, error) {
+	w := freezeJSON{Frozen: v.Frozen, Reason: v.Reason, By: v.By, Pinned: v.Pinned, Changed: v.Changed}
+	if !v.UpdatedTS.IsZero() {
+		ts := FormatTime(v.UpdatedTS)
+		w.UpdatedTS = &ts
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the wire form (the CLI's view of an answer).
+func (v *FreezeView) UnmarshalJSON(raw []byte) error {
+	var w freezeJSON
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return err
+	}
+	*v = FreezeView{FreezeState: FreezeState{Frozen: w.Frozen, Reason: w.Reason, By: w.By},
+		Pinned: w.Pinned, Changed: w.Changed}
+	if w.UpdatedTS != nil {
+		ts, err := time.Parse(time.RFC3339Nano, *w.UpdatedTS)
+		if err != nil {
+			return fmt.Errorf("freeze updated_ts: %w", err)
+		}
+		v.UpdatedTS = ts.UTC()
+	}
+	return nil
 }
 
 // Query returns the state and emits a kill_switch "queried" event.
@@ -85,25 +155,34 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 	}
 	k.engine.freeze.Lock()
 	defer k.engine.freeze.Unlock()
-	now := k.engine.deps.Now()
-	st := FreezeState{Frozen: frozen, Reason: reason, By: by, UpdatedTS: now}
-	ev := FreezeEvent{Event: "freeze", TS: FormatTime(now), Frozen: frozen, Reason: reason, By: by}
-	if err := k.engine.record(ctx, "freeze", ev); err != nil {
-		return FreezeView{}, fmt.Errorf("audit freeze change: %w", errors.Join(ErrAuditUnavailable, err))
-	}
-	if err := k.store.SaveFreeze(ctx, st); err != nil {
+	if err := k.change(ctx, FreezeState{Frozen: frozen, Reason: reason, By: by}); err != nil {
 		return FreezeView{}, err
 	}
+	return FreezeView{FreezeState: k.state, Pinned: k.pinned, Changed: true}, nil
+}
+
+// change puts st, stamped now, on record (audit line first), stores it,
+// applies it and publishes it (webhook freeze.flipped, SIEM kill_switch).
+func (k *KillSwitch) change(ctx context.Context, st FreezeState) error {
+	now := k.engine.deps.Now()
+	st.UpdatedTS = now
+	ev := FreezeEvent{Event: "freeze", TS: FormatTime(now), Frozen: st.Frozen, Reason: st.Reason, By: st.By}
+	if err := k.engine.record(ctx, "freeze", ev); err != nil {
+		return fmt.Errorf("audit freeze change: %w", errors.Join(ErrAuditUnavailable, err))
+	}
+	if err := k.store.SaveFreeze(ctx, st); err != nil {
+		return err
+	}
 	k.state = st
-	k.engine.frozen.Store(frozen)
+	k.engine.frozen.Store(st.Frozen)
 	ev.Event = EventFreezeFlipped
 	k.engine.deps.Publisher.Publish(Event{Type: EventFreezeFlipped, Body: ev})
 	action := "cleared"
-	if frozen {
+	if st.Frozen {
 		action = "flipped"
 	}
 	k.emit(action, st)
-	return FreezeView{FreezeState: st, Pinned: k.pinned, Changed: true}, nil
+	return nil
 }
 
 // ErrAuditUnavailable reports that a change was refused because its audit
