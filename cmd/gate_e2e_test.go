@@ -155,6 +155,14 @@ func TestGateCredentials(t *testing.T) {
 	r = p.decideGate(t, "cred-a", "")
 	assert.Equal(t, 403, r.Status)
 	assert.Equal(t, "gate_not_declared", r.str("reason"))
+	req, err := http.NewRequest("POST", p.URL+"/v1/decide", jsonReader(t, envelope(nil)))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer cred-a")
+	req.Header.Add("X-Svc-Gate", "gate-a")
+	req.Header.Add("X-Svc-Gate", "gate-b")
+	r = do(t, req)
+	assert.Equal(t, 403, r.Status, "two X-Svc-Gate lines declare two gates")
+	assert.Equal(t, "gate_mismatch", r.str("reason"))
 	r = p.decideGate(t, "forged", "gate-a")
 	assert.Equal(t, 401, r.Status)
 	assert.Equal(t, "unauthorized", r.str("error"))
@@ -267,7 +275,7 @@ func TestGateCacheZeroAsksEveryTime(t *testing.T) {
 // credential and of a refusal the gate portal caused.
 const (
 	refusedLine    = "request refused: missing or invalid credential"
-	portalDownLine = "gate portal unavailable: every gate credential is refused until it answers"
+	portalDownLine = "gate portal failed (unreachable, or an answer svc cannot use): every gate credential is refused until it answers"
 )
 
 // requirePortalDownLogged checks that a portal fault was logged as an

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"net/http"
+	"strings"
 )
 
 // decideAuth admits a decide request with SVC_AUTH_TOKEN (tried first, no
@@ -24,7 +25,7 @@ func (s *Server) decideAuth(next func(http.ResponseWriter, *http.Request, string
 			s.refuseAuth(w, Errorf(EUNAUTHORIZED, "missing or invalid bearer token"))
 			return
 		}
-		gate, err := s.gate.Authenticate(r.Context(), tok, r.Header.Get(GateHeader))
+		gate, err := s.gate.Authenticate(r.Context(), tok, declaredGate(r))
 		if err != nil {
 			s.logRefused(r, tok, err)
 			s.refuseAuth(w, err)
@@ -98,6 +99,12 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, tok string
 	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
 }
 
+// declaredGate is the X-Svc-Gate of r, its lines joined by commas, so that
+// several lines declare several gates (a mismatch) rather than the first.
+func declaredGate(r *http.Request) string {
+	return strings.Join(r.Header.Values(GateHeader), ",")
+}
+
 // logRefused records a refused credential for the operator: the route, the
 // client address and whether a credential was presented, never the
 // credential itself; cause is the gate's reason, if any. The lines are
@@ -107,7 +114,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, tok string
 func (s *Server) logRefused(r *http.Request, tok string, cause error) {
 	if _, ok := errors.AsType[*PortalError](cause); ok {
 		s.portalLog.Error().Err(cause).Str("path", r.URL.Path).
-			Msg("gate portal unavailable: every gate credential is refused until it answers")
+			Msg("gate portal failed (unreachable, or an answer svc cannot use): every gate credential is refused until it answers")
 		return
 	}
 	ev := s.refusedLog.Warn().Str("method", r.Method).Str("path", r.URL.Path).

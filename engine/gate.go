@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -45,19 +46,25 @@ import (
 // "gate" is a non-empty JSON string without control characters (the gate id
 // the credential was issued for; surrounding whitespace is trimmed), and
 // "exp", when present, is a JSON number of seconds since the epoch that is
-// still in the future. Member names match exactly; other members (scope,
-// client_id, sub...) are ignored. Anything else (active false, another
-// status, a malformed or oversized body, a TLS failure, an unreachable
-// portal, no answer within SVC_GATE_INTROSPECTION_TIMEOUT seconds, default
-// 5.0, at most 60) refuses the credential: 401 with "error":"unauthorized".
+// still in the future. Member names match exactly, compared once their
+// JSON escapes are decoded; other members (scope, client_id, sub...) are
+// ignored. An ambiguous answer is malformed: one that names any member
+// twice, or has a member that spells active, gate or exp another way (a
+// case variant, surrounding space, full-width or invisible characters).
+// Anything else (active false, another status, a malformed or oversized
+// body, a TLS failure, an unreachable portal, no answer within
+// SVC_GATE_INTROSPECTION_TIMEOUT seconds, default 5.0, at most 60) refuses
+// the credential: 401 with "error":"unauthorized".
 //
 // Order. The credential is introspected first, so a caller without a valid
 // credential gets 401 whatever it declares and learns nothing about gates.
 // Then a missing or empty X-Svc-Gate gives 403 with "error":"forbidden",
 // "reason":"gate_not_declared", and a declared gate that differs from the
-// credential's gives 403 with "error":"forbidden","reason":"gate_mismatch".
-// Each refusal body also carries "decision":"deny", so a client reading only
-// the decision blocks. Gate ids are compared byte for byte after trimming
+// credential's gives 403 with "error":"forbidden","reason":"gate_mismatch",
+// and so does a value holding a comma: a list declares more than one gate,
+// so it matches none (a gate id with a comma can never be declared). Each
+// refusal body also carries "decision":"deny", so a client reading only the
+// decision blocks. Gate ids are compared byte for byte after trimming
 // surrounding whitespace: case-sensitive, without Unicode normalisation, so
 // a portal must issue each id in one canonical spelling.
 //
@@ -68,13 +75,16 @@ import (
 // refused at startup. The scheme word is case-insensitive.
 //
 // Cache. A positive answer is cached for SVC_GATE_INTROSPECTION_CACHE_SECONDS
-// (default 30, at most 86400; 0 asks the portal on every decision), never
-// past its "exp". Negative answers and errors are never cached, so a
-// revocation takes effect within the cache window. Entries are keyed by the
-// SHA-256 of the credential, never the credential; at most 10,000 are kept,
-// evicting expired entries first, then the oldest. Concurrent requests for
-// one uncached credential share one portal call, which runs under its own
-// timeout and is not cut short when one of the waiting requests goes away.
+// (default 30, at most 86400; 0 asks the portal on every decision, but
+// see the shared call below), never past its "exp". Negative answers and
+// errors are never cached, so a revocation takes effect within the cache
+// window. Entries are keyed by the SHA-256 of the credential, never the
+// credential; at most 10,000 are kept, evicting expired entries first, then
+// the oldest. Concurrent requests for one uncached credential share one
+// portal call, which runs under its own timeout and is not cut short when
+// one of the waiting requests goes away. A request that joins a call in
+// flight gets its answer, so even with cache 0 an answer may predate the
+// request by up to SVC_GATE_INTROSPECTION_TIMEOUT.
 //
 // Transport. The URL must be https unless its host is loopback (127.0.0.0/8,
 // ::1, localhost); plain http may only dial a loopback address. TLS 1.2 or
@@ -175,7 +185,8 @@ func (g *Introspector) Close() error {
 }
 
 // Authenticate introspects credential and checks declaredGate (the
-// X-Svc-Gate header value) against the gate it was issued for. It returns
+// X-Svc-Gate header value) against the gate it was issued for; a value
+// holding a comma is a list of gates and matches none. It returns
 // that gate, or an *Error: EUNAUTHORIZED (name "unauthorized") when the
 // credential is refused, EFORBIDDEN with Fields {"reason":
 // ReasonGateNotDeclared or ReasonGateMismatch} otherwise; the *Error of a
@@ -193,6 +204,8 @@ func (g *Introspector) Authenticate(ctx context.Context, credential, declaredGat
 	switch declared := strings.TrimSpace(declaredGate); {
 	case declared == "":
 		return "", gateForbidden(ReasonGateNotDeclared, "no "+GateHeader+" header")
+	case strings.Contains(declared, ","): // a list: not exactly one gate
+		return "", gateForbidden(ReasonGateMismatch, GateHeader+" declares more than one gate")
 	case declared != gate:
 		return "", gateForbidden(ReasonGateMismatch, GateHeader+" differs from the credential's gate")
 	}
@@ -317,19 +330,21 @@ func (g *Introspector) tooLate() error {
 	return portalFault(fmt.Sprintf("portal did not answer within %s", g.timeout))
 }
 
-// parseGateAnswer reads an introspection answer. Member names match exactly
-// (encoding/json's struct matching would fold case).
+// gateMembers are the members of an introspection answer svc reads.
+var gateMembers = [...]string{"active", "gate", "exp"}
+
+// parseGateAnswer reads an introspection answer.
 func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(data, &doc); err != nil || doc == nil {
-		return gateAnswer{}, portalFault("portal answer is not a JSON object")
+	var members [len(gateMembers)]json.RawMessage
+	if err := answerMembers(data, members[:]); err != nil {
+		return gateAnswer{}, err
 	}
-	var active bool
-	if err := json.Unmarshal(doc["active"], &active); err != nil || !active {
+	active, rawGate, rawExp := members[0], members[1], members[2]
+	if string(active) != "true" {
 		return gateAnswer{}, gateRefused("portal says the credential is not active")
 	}
 	var gate string
-	if err := json.Unmarshal(doc["gate"], &gate); err != nil {
+	if err := json.Unmarshal(rawGate, &gate); err != nil {
 		return gateAnswer{}, gateRefused("portal answer has no string gate")
 	}
 	gate = strings.TrimSpace(gate)
@@ -337,9 +352,9 @@ func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 		return gateAnswer{}, gateRefused("portal answer has an empty or malformed gate")
 	}
 	ans := gateAnswer{gate: gate}
-	if raw, ok := doc["exp"]; ok {
+	if rawExp != nil {
 		var exp float64
-		if err := json.Unmarshal(raw, &exp); err != nil {
+		if err := json.Unmarshal(rawExp, &exp); err != nil {
 			return gateAnswer{}, gateRefused("portal answer has a non-numeric exp")
 		}
 		ans.exp = time.Unix(int64(math.Max(0, math.Min(exp, 1<<40))), 0)
@@ -348,4 +363,39 @@ func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 		}
 	}
 	return ans, nil
+}
+
+// answerMembers checks that doc is one JSON object and sets values[i] to
+// the value of its member gateMembers[i], or nil when it has none. Names
+// match exactly, compared once their escapes are decoded. An answer that
+// names any member twice, or has a member that spells one of gateMembers
+// another way ("Active", full-width or invisible characters: see
+// spelledName), is refused as a portal fault: JSON readers disagree on such
+// a document (encoding/json keeps the last duplicate and folds case), so
+// the portal and svc could read different verdicts. Other members are
+// ignored.
+func answerMembers(doc []byte, values []json.RawMessage) error {
+	s, err := scanObject(doc)
+	if err != nil || !bytes.HasPrefix(bytes.TrimLeft(doc, " \t\r\n"), []byte("{")) {
+		return portalFault("portal answer is not a JSON object")
+	}
+	seen := map[string]bool{}
+	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
+		key := memberName(quoted)
+		i := nameIndex(key, gateMembers[:])
+		switch {
+		case seen[string(key)] && i >= 0:
+			return portalFault(fmt.Sprintf("portal answer names member %q twice", gateMembers[i]))
+		case seen[string(key)]: // unnamed: the portal's names are not ours to log
+			return portalFault("portal answer names a member twice")
+		case i >= 0:
+			values[i] = value
+		default:
+			if name, ok := spelledName(key, gateMembers[:]); ok {
+				return portalFault(fmt.Sprintf("portal answer spells member %q another way", name))
+			}
+		}
+		seen[string(key)] = true
+	}
+	return nil
 }
