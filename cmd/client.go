@@ -28,8 +28,8 @@ func newClient() (*client, error) {
 	raw := p.str("core_url")
 	verify := trueUnlessOptedOut(p.str("verify_ssl"))
 	timeout := p.seconds("client_timeout", time.Second, time.Hour)
-	if p.err != nil {
-		return nil, p.err
+	if err := p.first(); err != nil {
+		return nil, err
 	}
 	u, err := url.Parse(raw)
 	if raw == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

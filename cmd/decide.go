@@ -1,11 +1,15 @@
 package cmd
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,13 +30,13 @@ func newDecideCommand() *cobra.Command {
 		Use:   "decide [-f envelope.json|-]",
 		Short: "Ask the engine at SVC_CORE_URL for a decision on an envelope and print it",
 		Long: "Posts an Action Envelope to SVC_CORE_URL/v1/decide with SVC_CORE_TOKEN and prints the decision.\n" +
-			"Exit code: 0 allow, 1 deny, 2 require_approval, 3 engine unreachable or error (treat as deny).",
+			"Exit code: 0 allow, 1 deny, 2 require_approval, 3 engine unreachable, error or unusable answer (treat as deny).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runDecide(c, file)
 		},
 	}
-	c.Flags().StringVarP(&file, "file", "f", "-", "envelope file, - for standard input")
+	c.Flags().StringVarP(&file, "file", "f", "-", "`path` of the envelope file, - for standard input")
 	return c
 }
 
@@ -45,8 +49,7 @@ func runDecide(c *cobra.Command, file string) error {
 	if err != nil {
 		return &exitError{code: exitUnreachable, err: err}
 	}
-	var d engine.Decision
-	status, err := cl.do(c.Context(), "POST", "/v1/decide", body, &d)
+	d, status, err := askEngine(c.Context(), cl, body)
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae) && len(ae.body) > 0:
@@ -70,6 +73,60 @@ func runDecide(c *cobra.Command, file string) error {
 		return &exitError{code: exitDeny, err: err}
 	}
 	return &exitError{code: exitUnreachable, err: fmt.Errorf("engine answered an unknown decision %q", d.Decision)}
+}
+
+// askEngine posts the envelope and reads the engine's answer. A non-2xx
+// answer is an *apiError, whose body is still read as a decision when it is
+// one (a refused envelope is a deny). An answer that names its decision
+// ambiguously is an error whatever its status, and yields no decision.
+func askEngine(ctx context.Context, cl *client, envelope []byte) (engine.Decision, int, error) {
+	var raw json.RawMessage
+	var d engine.Decision
+	status, err := cl.do(ctx, "POST", "/v1/decide", envelope, &raw)
+	if len(raw) == 0 { // no answer, or one that is not JSON: err says which
+		return d, status, err
+	}
+	if merr := exactDecisionMember(raw); merr != nil {
+		return d, status, fmt.Errorf("engine answer refused (answered %d): %w", status, merr)
+	}
+	if uerr := json.Unmarshal(raw, &d); uerr != nil && err == nil {
+		err = fmt.Errorf("engine answer is not a decision: %w", uerr)
+	}
+	return d, status, err
+}
+
+// exactDecisionMember checks that the answer raw, a JSON value, is an
+// object naming its decision member once, spelled exactly "decision".
+// encoding/json reads the last of two such members, and takes a case
+// variant (Decision, or deciſion with a long s) for the member too, where
+// another reader of the same answer may read another verdict.
+func exactDecisionMember(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("it is not a JSON object")
+	}
+	seen := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("it is not JSON: %w", err)
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return fmt.Errorf("it is not JSON: %w", err)
+		}
+		name, _ := tok.(string) // an object's keys are strings
+		switch {
+		case !strings.EqualFold(name, "decision"):
+		case name != "decision":
+			return fmt.Errorf("it has a member %q, which is decision spelled another way", name)
+		case seen:
+			return errors.New("it names decision twice")
+		default:
+			seen = true
+		}
+	}
+	return nil
 }
 
 func readInput(stdin io.Reader, file string) ([]byte, error) {

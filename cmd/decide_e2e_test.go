@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -464,4 +465,57 @@ func TestDecideCLIExitCodes(t *testing.T) {
 	assert.Equal(t, 1, code, "a refused envelope is a deny")
 	code, _ = run("http://127.0.0.1:1", envelope(nil))
 	assert.Equal(t, 3, code)
+}
+
+// TestDecideCLIReadsTheDecisionExactly runs `svc decide` against a fake
+// engine on loopback: an answer that names its decision twice, or under
+// another spelling that encoding/json would also take for it, is unusable
+// (exit 3, which an adapter treats as deny), whichever verdict comes last.
+func TestDecideCLIReadsTheDecisionExactly(t *testing.T) {
+	cases := []struct {
+		name, body string
+		status     int
+		code       int
+		stderr     string
+	}{
+		{"allow", `{"decision":"allow","rule":"r","decision_id":"d"}`, 200, 0, ""},
+		{"require_approval", `{"decision":"require_approval","rule":"r","hold_id":"h"}`, 200, 2, ""},
+		{"deny", `{"decision":"deny","rule":"r"}`, 200, 1, ""},
+		{"duplicate, allow last", `{"decision":"deny","decision":"allow"}`, 200, 3, "names decision twice"},
+		{"duplicate, deny last", `{"decision":"allow","rule":"r","decision":"deny"}`, 200, 3, "names decision twice"},
+		{"duplicate through an escape", `{"decision":"deny","decisio\u006e":"allow"}`, 200, 3, "names decision twice"},
+		{"case variant alone", `{"Decision":"allow"}`, 200, 3, `member "Decision", which is decision spelled another way`},
+		{"case variant after", `{"decision":"deny","DECISION":"allow"}`, 200, 3, `"DECISION"`},
+		{"long s", `{"decision":"deny","deci` + "\u017f" + `ion":"allow"}`, 200, 3, "spelled another way"},
+		{"duplicate in a refusal", `{"error":"invalid_envelope","decision":"deny","decision":"allow"}`, 400, 3,
+			"names decision twice"},
+		{"refusal", `{"error":"invalid_envelope","decision":"deny","rule":"svc.core/invalid_request"}`, 400, 1, ""},
+		{"nested decision is no member", `{"x":{"decision":"allow"},"decision":"deny"}`, 200, 1, ""},
+		{"full-width name is another member", `{"decision":"deny","ｄecision":"allow"}`, 200, 1, ""},
+		{"not an object", `["decision","allow"]`, 200, 3, "not a JSON object"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(c.status)
+				_, _ = w.Write([]byte(c.body))
+			}))
+			t.Cleanup(engine.Close)
+			cmd := exec.Command(svcBin, "decide")
+			cmd.Env = environ(map[string]string{"SVC_CORE_URL": engine.URL})
+			cmd.Stdin = strings.NewReader(string(mustJSON(t, envelope(nil))))
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, c.code, code, stderr.String())
+			assert.Contains(t, stderr.String(), c.stderr)
+		})
+	}
 }
