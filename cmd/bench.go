@@ -60,19 +60,22 @@ func newBenchCommand() *cobra.Command {
 			return runBench(c.Context(), p, c.OutOrStdout())
 		},
 	}
+	// pflag takes a usage's first `quoted` word as the placeholder of the
+	// flag's value; TestFlagPlaceholders checks them.
 	f := c.Flags()
-	f.StringVar(&p.url, "url", "", "engine base URL (default SVC_CORE_URL)")
-	f.StringVar(&p.token, "token", "", "bearer token (default SVC_CORE_TOKEN)")
-	f.StringVar(&p.label, "label", "svc", "mode label printed in the table (eval, server)")
-	f.IntSliceVar(&p.concurrency, "concurrency", []int{1, 16, 64}, "concurrent clients of each run")
+	f.StringVar(&p.url, "url", "", "engine base `URL` (default SVC_CORE_URL)")
+	f.StringVar(&p.token, "token", "", "bearer `token` (default SVC_CORE_TOKEN)")
+	f.StringVar(&p.label, "label", "svc", "mode `label` printed in the table (eval, server)")
+	f.IntSliceVar(&p.concurrency, "concurrency", []int{1, 16, 64},
+		"comma-separated `counts` of concurrent clients, one run for each")
 	f.DurationVar(&p.duration, "duration", 10*time.Second, "length of each run")
-	f.IntVar(&p.sessions, "sessions", 1000, "agent sessions the envelopes are spread over")
-	f.IntVar(&p.pid, "pid", 0, "pid of svc serve, to report its resident memory (Linux)")
-	f.IntVar(&p.procs, "procs", 1, "GOMAXPROCS of the load generator: 1 leaves the other CPUs to an engine on the same\n"+
-		"machine; 0 keeps Go's default")
-	f.IntVar(&p.opaRuns, "opa-runs", 0, "bare `opa eval` runs of the baseline at each concurrency; 0 skips it")
-	f.StringVar(&p.opaBin, "opa-bin", "opa", "opa binary of the baseline")
-	f.StringVar(&p.policyDir, "policy-dir", "", "policy pack of the baseline (default: the bundled pack)")
+	f.IntVar(&p.sessions, "sessions", 1000, "`n` agent sessions the envelopes are spread over")
+	f.IntVar(&p.pid, "pid", 0, "`pid` of svc serve, to report its resident memory (Linux)")
+	f.IntVar(&p.procs, "procs", 1, "GOMAXPROCS `n` of the load generator: 1 leaves the other CPUs to an engine on the\n"+
+		"same machine; 0 keeps Go's default")
+	f.IntVar(&p.opaRuns, "opa-runs", 0, "`n` runs of a bare opa eval, the baseline, at each concurrency; 0 skips it")
+	f.StringVar(&p.opaBin, "opa-bin", "opa", "opa binary of the baseline: a `path`, or a name looked up on PATH")
+	f.StringVar(&p.policyDir, "policy-dir", "", "policy pack `dir`ectory of the baseline (default: the bundled pack)")
 	return c
 }
 
@@ -135,6 +138,7 @@ type benchResult struct {
 	elapsed   time.Duration
 	verdicts  map[string]int
 	errors    int
+	lastErr   error // the last of the errors, to explain a run without answers
 	answered  int   // decisions answered, warm-up included
 	maxRSS    int64 // KiB, -1 when unknown
 }
@@ -219,9 +223,28 @@ func (b *benchClient) drive(ctx context.Context, n int, run string, d time.Durat
 	until := time.Now().Add(d)
 	out := runWorkers(n, func(i int) benchResult { return b.worker(ctx, deciders[i], run, i, until) })
 	if len(out.latencies) == 0 {
-		return out, fmt.Errorf("bench: no decision was answered in %s (%d errors); is the engine at %s?", d, out.errors, b.p.url)
+		return out, b.noAnswer(d, out)
 	}
 	return out, ctx.Err()
+}
+
+// noAnswer explains a run of d in which no decision was answered, from the
+// last error a worker met: the status the engine answered with, or why no
+// answer came.
+func (b *benchClient) noAnswer(d time.Duration, r benchResult) error {
+	var se *benchStatusError
+	if !errors.As(r.lastErr, &se) {
+		return fmt.Errorf("bench: no decision was answered in %s (%d errors, the last: %v); is the engine at %s?",
+			d, r.errors, r.lastErr, b.p.url)
+	}
+	answered := fmt.Sprintf("bench: the engine at %s answered %d %s", b.p.url, se.status, http.StatusText(se.status))
+	switch {
+	case se.status == http.StatusUnauthorized && b.p.token == "":
+		return fmt.Errorf("%s: set --token or SVC_CORE_TOKEN to its SVC_AUTH_TOKEN", answered)
+	case se.status == http.StatusUnauthorized:
+		return fmt.Errorf("%s: the token of --token or SVC_CORE_TOKEN is not its SVC_AUTH_TOKEN", answered)
+	}
+	return fmt.Errorf("%s, and no decision in %s (%d errors, the last: %v)", answered, d, r.errors, se.err)
 }
 
 // runWorkers runs work(i) for each of n workers at once and merges their
@@ -244,6 +267,9 @@ func mergeResults(stats []benchResult, elapsed time.Duration) benchResult {
 	for _, s := range stats {
 		out.latencies = append(out.latencies, s.latencies...)
 		out.errors += s.errors
+		if s.lastErr != nil {
+			out.lastErr = s.lastErr
+		}
 		out.answered += s.answered
 		for k, v := range s.verdicts {
 			out.verdicts[k] += v
@@ -266,6 +292,7 @@ func (b *benchClient) worker(ctx context.Context, d benchDecider, run string, id
 		took := time.Since(start)
 		if err != nil {
 			r.errors++
+			r.lastErr = err
 			continue
 		}
 		r.answered++

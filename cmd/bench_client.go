@@ -186,10 +186,33 @@ func readBenchBody(resp *http.Response, buf *bytes.Buffer) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// benchStatusError is an answer of the engine with a status other than a
+// decision's (200, or 500 for a fail-closed deny), which bench can name.
+type benchStatusError struct {
+	status int
+	err    error
+}
+
+// Error is the message of the underlying error, which gives the status.
+func (e *benchStatusError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *benchStatusError) Unwrap() error { return e.err }
+
 // benchAnswer judges one decide answer. A 200, or a 500 carrying a
-// decision (a fail-closed deny), is an answer; anything else is an error.
+// decision (a fail-closed deny), is an answer; anything else is an error,
+// a *benchStatusError for any other status.
 // The body must be a JSON object with "decision" and "decision_id" strings.
 func benchAnswer(status int, body []byte) (string, error) {
+	verdict, err := benchVerdict(status, body)
+	if err != nil && status != http.StatusOK && status != http.StatusInternalServerError {
+		return "", &benchStatusError{status: status, err: err}
+	}
+	return verdict, err
+}
+
+// benchVerdict is benchAnswer without the status error.
+func benchVerdict(status int, body []byte) (string, error) {
 	var a struct {
 		Decision   *string `json:"decision"`
 		DecisionID *string `json:"decision_id"`

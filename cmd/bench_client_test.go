@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -374,5 +375,63 @@ func benchHandlerAny() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, benchAllowBody)
+	}
+}
+
+// TestBenchNoAnswerSaysWhy runs bench against engines that never answer a
+// decision: the error names the status they answered with, and for a 401
+// the setting to fix, or else says why no answer came.
+func TestBenchNoAnswerSaysWhy(t *testing.T) {
+	status := func(code int, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			_, _ = io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	unauthorized := status(401, `{"error":"unauthorized","decision":"deny","rule":"svc.core/unauthorized"}`)
+	notFound := status(404, "404 page not found\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cases := []struct {
+		name, url, token, want string
+	}{
+		{"401 without a token", unauthorized, "",
+			"bench: the engine at " + unauthorized + " answered 401 Unauthorized: set --token or SVC_CORE_TOKEN to its SVC_AUTH_TOKEN"},
+		{"401 with a token", unauthorized, "wrong",
+			"answered 401 Unauthorized: the token of --token or SVC_CORE_TOKEN is not its SVC_AUTH_TOKEN"},
+		{"404", notFound, "", "bench: the engine at " + notFound + " answered 404 Not Found, and no decision in 20ms ("},
+		{"404 body", notFound, "", "errors, the last: decide answered 404: the body is not a JSON answer"},
+		{"nothing listening", closed, "", "bench: no decision was answered in 20ms ("},
+		{"nothing listening cause", closed, "", "errors, the last: dial engine: dial tcp " + ln.Addr().String()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := benchParams{url: c.url, token: c.token, concurrency: []int{2}, duration: 100 * time.Millisecond, sessions: 3}
+			err := runBench(t.Context(), p, io.Discard)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+}
+
+// TestBenchAnswerStatusError: an answer other than 200 or 500 is an error
+// that carries its status, so that a run without answers can name it.
+func TestBenchAnswerStatusError(t *testing.T) {
+	for _, status := range []int{400, 401, 403, 404, 502} {
+		_, err := benchAnswer(status, []byte(`{"decision":"deny","decision_id":"d"}`))
+		var se *benchStatusError
+		require.ErrorAs(t, err, &se, "status %d", status)
+		assert.Equal(t, status, se.status)
+	}
+	for _, status := range []int{200, 500} {
+		_, err := benchAnswer(status, []byte(`{"decision":"deny"}`))
+		var se *benchStatusError
+		require.Error(t, err)
+		assert.False(t, errors.As(err, &se), "status %d", status)
 	}
 }

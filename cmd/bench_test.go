@@ -2,10 +2,12 @@ package cmd
 
 import (
 	"fmt"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -121,4 +123,32 @@ func processCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestFlagPlaceholders pins the value placeholder `--help` shows for each
+// flag of bench and decide: pflag takes it from the first `quoted` word of
+// the usage, so a quoted command in a usage would become the placeholder.
+func TestFlagPlaceholders(t *testing.T) {
+	tests := []struct {
+		cmd  *cobra.Command
+		want map[string]string
+	}{
+		{newBenchCommand(), map[string]string{
+			"url": "URL", "token": "token", "label": "label", "concurrency": "counts", "duration": "duration",
+			"sessions": "n", "pid": "pid", "procs": "n", "opa-runs": "n", "opa-bin": "path", "policy-dir": "dir",
+		}},
+		{newDecideCommand(), map[string]string{"file": "path"}},
+	}
+	flagLine := regexp.MustCompile(`(?m)^ +(?:-\w, )?--([\w-]+) (\S+)  `)
+	for _, tt := range tests {
+		t.Run(tt.cmd.Name(), func(t *testing.T) {
+			usages := tt.cmd.Flags().FlagUsages()
+			got := map[string]string{}
+			for _, m := range flagLine.FindAllStringSubmatch(usages, -1) {
+				got[m[1]] = m[2]
+			}
+			assert.Equal(t, tt.want, got, usages)
+			assert.NotContains(t, usages, "`")
+		})
+	}
 }
