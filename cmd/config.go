@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -80,17 +81,23 @@ func newViper(defaults map[string]any) *viper.Viper {
 // envName is the variable a key is read from, for error messages.
 func envName(key string) string { return "SVC_" + strings.ToUpper(key) }
 
-// parser reads keys from viper and keeps the first error, which names the
+// parser reads keys from viper and keeps its errors, each naming the
 // variable at fault.
 type parser struct {
-	v   *viper.Viper
-	err error
+	v    *viper.Viper
+	errs []error
 }
 
 func (p *parser) fail(key, format string, args ...any) {
-	if p.err == nil {
-		p.err = fmt.Errorf("%s: %s", envName(key), fmt.Sprintf(format, args...))
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", envName(key), fmt.Sprintf(format, args...)))
+}
+
+// first returns the first error, or nil.
+func (p *parser) first() error {
+	if len(p.errs) == 0 {
+		return nil
 	}
+	return p.errs[0]
 }
 
 func (p *parser) str(key string) string { return strings.TrimSpace(p.v.GetString(key)) }
@@ -100,6 +107,7 @@ func (p *parser) integer(key string, lo, hi int64) int64 {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < lo || n > hi {
 		p.fail(key, "must be an integer from %d to %d, got %q", lo, hi, s)
+		return lo // in range, so that a later check of the value does not report the variable twice
 	}
 	return n
 }
@@ -166,13 +174,17 @@ func loadConfig(v *viper.Viper) (Config, error) {
 			Timeout:      p.seconds("gate_introspection_timeout", time.Millisecond, engine.MaxGateTimeout),
 		},
 	}
-	c.Export = p.export()
 	p.check(c)
-	return c, p.err
+	var err error
+	c.Export, err = readExport(v)
+	return c, errors.Join(p.first(), err)
 }
 
-// export reads the SVC_SYSLOG_* and SVC_WEBHOOK_* settings.
-func (p *parser) export() export.Config {
+// readExport reads and validates the SVC_SYSLOG_* and SVC_WEBHOOK_*
+// settings. Unlike the other settings, whose first problem stops start-up,
+// every problem of these is reported at once (docs/configuration.md).
+func readExport(v *viper.Viper) (export.Config, error) {
+	p := &parser{v: v}
 	c := export.Config{
 		Syslog: export.SyslogConfig{
 			Enabled:               p.boolean("syslog_enabled"),
@@ -191,7 +203,19 @@ func (p *parser) export() export.Config {
 		},
 	}
 	c.SetDefaults()
-	return c
+	return c, errors.Join(append(p.errs, c.Validate())...)
+}
+
+// checkLocalOPA checks the settings of an OPA that svc runs itself.
+func (p *parser) checkLocalOPA(c Config) {
+	if c.OPABin == "" {
+		p.fail("opa_bin", "must name the opa binary")
+	}
+	if c.PolicyDir != "" {
+		if st, err := os.Stat(c.PolicyDir); err != nil || !st.IsDir() {
+			p.fail("policy_dir", "must be an existing directory, got %q", c.PolicyDir)
+		}
+	}
 }
 
 // trueUnlessOptedOut reads a safety setting whose spec-defined fallback is
@@ -209,13 +233,8 @@ func (p *parser) check(c Config) {
 	if c.Host == "" || (net.ParseIP(c.Host) == nil && strings.ContainsAny(c.Host, " /:")) {
 		p.fail("host", "must be an IP address or host name, got %q", c.Host)
 	}
-	if c.OPABin == "" {
-		p.fail("opa_bin", "must name the opa binary")
-	}
-	if c.PolicyDir != "" {
-		if st, err := os.Stat(c.PolicyDir); err != nil || !st.IsDir() {
-			p.fail("policy_dir", "must be an existing directory, got %q", c.PolicyDir)
-		}
+	if c.OPAURL == "" { // else neither is used: SVC_OPA_URL's server runs itself, with its own pack
+		p.checkLocalOPA(c)
 	}
 	if c.OPAMode != "eval" && c.OPAMode != "server" {
 		p.fail("opa_mode", "must be eval or server, got %q", c.OPAMode)
@@ -225,10 +244,8 @@ func (p *parser) check(c Config) {
 			p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", c.OPAURL)
 		}
 	}
-	for _, err := range []error{c.Gate.Validate(), c.Export.Validate()} {
-		if err != nil && p.err == nil {
-			p.err = err
-		}
+	if err := c.Gate.Validate(); err != nil {
+		p.errs = append(p.errs, err)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -83,3 +83,45 @@ func TestClientVerifiesTLS(t *testing.T) {
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "(no holds)")
 }
+
+// TestExportProblemsReportedTogether: a bad SVC_SYSLOG_TLS_CA is a
+// configuration error (exit 2) like the other export settings, found before
+// anything starts, and every export problem is reported at once.
+func TestExportProblemsReportedTogether(t *testing.T) {
+	notPEM := filepath.Join(t.TempDir(), "ca.txt")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
+	tlsSyslog := map[string]string{"SVC_SYSLOG_ENABLED": "true", "SVC_SYSLOG_PROTOCOL": "tls",
+		"SVC_SYSLOG_ADDRESS": "127.0.0.1:6514"}
+	cases := []struct {
+		name string
+		set  map[string]string
+		want []string
+	}{
+		{"missing CA", map[string]string{"SVC_SYSLOG_TLS_CA": "/nonexistent/ca.pem"},
+			[]string{"SVC_SYSLOG_TLS_CA: open /nonexistent/ca.pem"}},
+		{"CA that is not PEM", map[string]string{"SVC_SYSLOG_TLS_CA": notPEM},
+			[]string{"SVC_SYSLOG_TLS_CA: no PEM certificate in " + notPEM}},
+		{"queue size and syslog", map[string]string{"SVC_SYSLOG_TLS_CA": notPEM, "SVC_WEBHOOK_QUEUE_SIZE": "0",
+			"SVC_SYSLOG_FACILITY": "local8"},
+			[]string{"SVC_SYSLOG_TLS_CA: no PEM certificate", `SVC_WEBHOOK_QUEUE_SIZE: must be an integer from 1 to 100000, got "0"`,
+				`SVC_SYSLOG_FACILITY: unknown facility "local8"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := baseEnv(t)
+			for k, v := range tlsSyslog {
+				env[k] = v
+			}
+			for k, v := range c.set {
+				env[k] = v
+			}
+			code, out := runFailing(t, env)
+			assert.Equal(t, 2, code, out)
+			assert.Contains(t, out, "svc: invalid configuration: ")
+			for _, w := range c.want {
+				assert.Contains(t, out, w)
+			}
+			assert.NotContains(t, out, "svc cannot start", "found before anything starts")
+		})
+	}
+}

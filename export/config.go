@@ -1,10 +1,12 @@
 package export
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -157,6 +159,11 @@ func (c SyslogConfig) Validate() error {
 	if _, err := ParseFacility(c.Facility); err != nil {
 		errs = append(errs, fmt.Errorf("SVC_SYSLOG_FACILITY: %w", err))
 	}
+	if c.TLSCA != "" {
+		if err := checkCAFile(c.TLSCA); err != nil {
+			errs = append(errs, fmt.Errorf("SVC_SYSLOG_TLS_CA: %w", err))
+		}
+	}
 	if c.QueueSize < 1 || c.QueueSize > MaxQueueSize {
 		errs = append(errs, fmt.Errorf("syslog queue size: must be between 1 and %d, got %d", MaxQueueSize, c.QueueSize))
 	}
@@ -192,6 +199,20 @@ func (c WebhookConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("webhook attempts: must be between 1 and %d, got %d", MaxWebhookTries, c.MaxAttempts))
 	}
 	return errors.Join(errs...)
+}
+
+// checkCAFile checks that path is a readable file holding at least one PEM
+// certificate, as the TLS sender will need when it loads it, so that a bad
+// file is found with the other settings rather than when the sender starts.
+func checkCAFile(path string) error {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return err // names the path and the cause
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		return fmt.Errorf("no PEM certificate in %s", path)
+	}
+	return nil
 }
 
 func checkHostPort(addr string) error {

@@ -24,6 +24,10 @@ func TestSetDefaults(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	caFile, _, _ := writeTestPKI(t, dir)
+	notPEM := filepath.Join(dir, "ca.txt")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
 	valid := func() Config {
 		c := Config{
 			Syslog:  SyslogConfig{Enabled: true, Address: "logs.example.com:6514", Protocol: "tls", Format: "cef", Facility: "auth"},
@@ -57,6 +61,15 @@ func TestValidate(t *testing.T) {
 			want: "SVC_SYSLOG_MAX_MESSAGE: must be between 2048 and 65507 octets, got 480"},
 		{name: "syslog message size too large", change: func(c *Config) { c.Syslog.MaxMessage = 65508 },
 			want: "SVC_SYSLOG_MAX_MESSAGE: must be between 2048 and 65507 octets, got 65508"},
+		{name: "tls ca", change: func(c *Config) { c.Syslog.TLSCA = caFile }},
+		{name: "tls ca missing", change: func(c *Config) { c.Syslog.TLSCA = filepath.Join(dir, "nope.pem") },
+			want: "SVC_SYSLOG_TLS_CA: open " + filepath.Join(dir, "nope.pem")},
+		{name: "tls ca not PEM", change: func(c *Config) { c.Syslog.TLSCA = notPEM },
+			want: "SVC_SYSLOG_TLS_CA: no PEM certificate in " + notPEM},
+		{name: "tls ca a directory", change: func(c *Config) { c.Syslog.TLSCA = dir },
+			want: "SVC_SYSLOG_TLS_CA: read " + dir},
+		{name: "tls ca checked even when syslog is off", change: func(c *Config) { c.Syslog.Enabled, c.Syslog.TLSCA = false, notPEM },
+			want: "SVC_SYSLOG_TLS_CA: no PEM certificate"},
 		{name: "webhook scheme", change: func(c *Config) { c.Webhook.URL = "ftp://hooks.example.com/x" },
 			want: `SVC_WEBHOOK_URL: scheme must be http or https, got "ftp"`},
 		{name: "webhook relative", change: func(c *Config) { c.Webhook.URL = "/hooks" },
@@ -87,11 +100,15 @@ func TestValidate(t *testing.T) {
 }
 
 func TestValidateReportsEveryError(t *testing.T) {
-	c := Config{Syslog: SyslogConfig{Enabled: true, Protocol: "x", Format: "y", Facility: "z"}}
+	c := Config{
+		Syslog:  SyslogConfig{Enabled: true, Protocol: "x", Format: "y", Facility: "z", TLSCA: filepath.Join(t.TempDir(), "nope.pem")},
+		Webhook: WebhookConfig{QueueSize: -1},
+	}
 	c.SetDefaults()
 	err := c.Validate()
 	require.Error(t, err)
-	for _, v := range []string{"SVC_SYSLOG_ADDRESS", "SVC_SYSLOG_PROTOCOL", "SVC_SYSLOG_FORMAT", "SVC_SYSLOG_FACILITY"} {
+	for _, v := range []string{"SVC_SYSLOG_ADDRESS", "SVC_SYSLOG_PROTOCOL", "SVC_SYSLOG_FORMAT", "SVC_SYSLOG_FACILITY",
+		"SVC_SYSLOG_TLS_CA", "SVC_WEBHOOK_QUEUE_SIZE"} {
 		assert.Contains(t, err.Error(), v)
 	}
 }
