@@ -27,7 +27,8 @@ var verbAliases = buildAliases(map[string][]string{
 		"tag", "chmod", "chown", "grant", "revoke", "import", "sync", "commit", "approve", "lock", "unlock"},
 	"delete": {"delete", "remove", "destroy", "purge", "drop", "truncate", "rm", "rmdir", "erase", "unlink",
 		"wipe", "del", "terminate", "shred", "expunge", "evict", "prune", "void", "nuke", "obliterate",
-		"deprovision", "decommission", "uninstall", "flush", "clear", "reset", "discard", "trash"},
+		"deprovision", "decommission", "uninstall", "flush", "clear", "reset", "discard", "trash", "rimraf",
+		"rmrf", "deltree"},
 	"execute": {"execute", "exec", "run", "deploy", "apply", "invoke", "call", "launch", "start", "stop",
 		"restart", "reboot", "shutdown", "spawn", "shell", "bash", "sh", "eval", "trigger", "install",
 		"migrate", "rollback", "build", "kill", "sudo", "script", "command", "cmd", "release", "rollout"},
@@ -180,91 +181,97 @@ func CanonicalEnvironment(raw string) string {
 }
 
 // CanonicalVerb maps a caller's verb and ability to the closed verb set.
-// Words are split on separators and camelCase; the riskiest recognised word
-// wins; an ability that names a riskier verb raises the verb; an
-// unrecognised verb is delete when irreversible, else update — never read.
-// A word with no alias of its own that contains a delete alias of at least
-// minContainedAlias letters ("deleterecords", "bulkdelete") raises the verb
-// to delete. Pass the ability cleaned but
-// not folded: folding would erase its camelCase boundaries.
+// Words are split on separators and camelCase and compared without
+// diacritics; the riskiest recognised word wins; a verb none of whose
+// words is an alias takes the verb of its -ing and -ed forms ("sending");
+// an ability that names a riskier verb raises the verb; a verb still
+// unrecognised is delete when irreversible, else update — never read. Any
+// spelling of a delete in the verb or the ability (namesDelete) makes it
+// delete. Pass the ability cleaned but not folded: folding would erase its
+// camelCase boundaries.
+//
+// Inflections of the other verbs count in the verb only, and only when
+// no word is an alias: in names they are nouns and adjectives as often
+// ("billing/get_summary", "list_installed_packages").
 func CanonicalVerb(rawVerb, ability, reversibility string) string {
-	verbWords, abilityWords := words(rawVerb), words(ability)
-	verb, ok := riskiestVerb(verbWords)
+	verbWords, abilityWords := words(rawVerb, isWordRune), words(ability, isWordRune)
+	verb, ok := riskiestVerb(verbWords, verbAliases)
+	if !ok {
+		verb, ok = riskiestVerb(verbWords, inflectedAliases)
+	}
 	if !ok {
 		verb = "update"
 		if reversibility == "irreversible" {
 			verb = "delete"
 		}
 	}
-	for _, raise := range []func([]string) (string, bool){riskiestVerb, riskiestContained} {
-		for _, ws := range [][]string{verbWords, abilityWords} {
-			if v, ok := raise(ws); ok && verbRisk[v] > verbRisk[verb] {
-				verb = v
-			}
-		}
+	if v, ok := riskiestVerb(abilityWords, verbAliases); ok && verbRisk[v] > verbRisk[verb] {
+		verb = v
+	}
+	if verb != "delete" && (namesDelete(rawVerb, verbWords) || namesDelete(ability, abilityWords)) {
+		verb = "delete"
 	}
 	return verb
 }
 
-func riskiestVerb(ws []string) (string, bool) {
+// riskiestVerb is the riskiest verb that aliases give one of ws.
+func riskiestVerb(ws []string, aliases map[string]string) (string, bool) {
 	best, found := "", false
 	for _, w := range ws {
-		canon, ok := verbAliases[w]
-		if !ok {
-			continue
-		}
-		if !found || verbRisk[canon] > verbRisk[best] {
+		canon, ok := aliases[w]
+		if ok && (!found || verbRisk[canon] > verbRisk[best]) {
 			best, found = canon, true
 		}
 	}
 	return best, found
 }
 
-// minContainedAlias is the length, in letters, from which a delete alias is
-// looked for inside a longer word. Shorter aliases (rm, del, drop) match
-// whole words only: inside words they are mostly noise ("format", "undrop").
-const minContainedAlias = 5
+// minInflected is the length, in letters, from which an alias's inflected
+// forms are recognised: "shed" is no past tense of sh, nor "rms" a plural
+// of rm.
+const minInflected = 3
 
-// containedAliases indexes the delete aliases of at least minContainedAlias
-// letters (all ASCII) by their first minContainedAlias bytes. Only delete's:
-// aliases of the other verbs are nouns as often as verbs, and inside plural
-// nouns they would turn reads into writes ("list_orders", "get_messages").
-var containedAliases = func() map[string][]string {
-	out := map[string][]string{}
+// inflectedAliases maps the -ing and -ed forms of the aliases to the
+// riskiest of their verbs ("reading", "updating", "copied"). Plurals are
+// left out: outside delete, aliases are nouns as often as verbs ("orders",
+// "messages", "views").
+var inflectedAliases = func() map[string]string {
+	out := map[string]string{}
 	for w, canon := range verbAliases {
-		if canon == "delete" && len(w) >= minContainedAlias {
-			out[w[:minContainedAlias]] = append(out[w[:minContainedAlias]], w)
+		if len(w) < minInflected {
+			continue
+		}
+		for _, f := range inflections(w, false) {
+			if old, ok := out[f]; !ok || verbRisk[canon] > verbRisk[old] {
+				out[f] = canon
+			}
 		}
 	}
 	return out
 }()
 
-// riskiestContained is the verb of a delete alias contained in a word that
-// is not itself an alias: words run together ("bulkdelete", "purgeall",
-// "DELETERECORDS", which camelCase splitting cannot separate). It fails
-// closed: a false match ("presets") only makes the verb riskier.
-func riskiestContained(ws []string) (string, bool) {
-	best, found := "", false
-	for _, w := range ws {
-		if _, exact := verbAliases[w]; exact || len(w) <= minContainedAlias {
-			continue
-		}
-		for i := 0; i+minContainedAlias <= len(w); i++ {
-			for _, alias := range containedAliases[w[i:i+minContainedAlias]] {
-				if canon := verbAliases[alias]; strings.HasPrefix(w[i:], alias) && (!found || verbRisk[canon] > verbRisk[best]) {
-					best, found = canon, true
-				}
-			}
-		}
+// inflections lists the -ing and -ed forms of an alias, with its final e
+// dropped, its final consonant doubled or its y turned to i ("deleting",
+// "dropped", "copied") and, with plural, its -s and -es forms ("wipes",
+// "flushes"). Some are not words ("deleteing"), and match nothing real.
+func inflections(alias string, plural bool) []string {
+	stem, double := strings.TrimSuffix(alias, "e"), alias+alias[len(alias)-1:]
+	out := []string{alias + "ing", stem + "ing", double + "ing", alias + "ed", stem + "ed", double + "ed"}
+	if y, ok := strings.CutSuffix(alias, "y"); ok {
+		out = append(out, y+"ied")
 	}
-	return best, found
+	if plural {
+		out = append(out, alias+"s", alias+"es")
+	}
+	return out
 }
 
-// words splits a name into folded words at non-letter/digit runs and at
-// camelCase boundaries ("bulkDelete", "hard_delete", "db/DROP-table"),
-// after dropping the marks that would split "d\u0335elete" (bare) and
-// skipping spacing marks inside words.
-func words(s string) []string {
+// words splits a name into folded words without diacritics (undiacritic),
+// at runs of characters that are not inWord and at camelCase boundaries
+// ("bulkDelete", "hard_delete", "db/DROP-table"), after dropping the marks
+// that would split "d\u0335elete" (bare) and skipping spacing marks inside
+// words.
+func words(s string, inWord func(rune) bool) []string {
 	if !printableASCII(s) {
 		s = bare(s)
 	} else {
@@ -274,7 +281,7 @@ func words(s string) []string {
 	var cur []rune
 	flush := func() {
 		if len(cur) > 0 {
-			out = append(out, Fold(string(cur)))
+			out = append(out, undiacritic(Fold(string(cur))))
 			cur = cur[:0]
 		}
 	}
@@ -283,7 +290,7 @@ func words(s string) []string {
 		if unicode.Is(unicode.Mc, r) {
 			continue // a spacing mark belongs to its word: "de\u0903lete" is delete
 		}
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+		if !inWord(r) {
 			flush()
 			continue
 		}
@@ -294,6 +301,27 @@ func words(s string) []string {
 	}
 	flush()
 	return out
+}
+
+// undiacritic drops the diacritics of a folded word, so "délete", "dělete"
+// and "ḋelete" are delete: NFKC keeps such letters composed, and Fold keeps
+// them (zoë is not zoe), but verb words are compared with Latin aliases
+// only. The bare letter may be a confusable ("ӗ" is Cyrillic е + breve).
+func undiacritic(w string) string {
+	if printableASCII(w) {
+		return w
+	}
+	return undiacriticUnicode(w)
+}
+
+// undiacriticUnicode is undiacritic for any text.
+func undiacriticUnicode(w string) string {
+	return confusables.Replace(strings.Map(func(r rune) rune {
+		if unicode.In(r, unicode.Mn, unicode.Me) {
+			return -1
+		}
+		return r
+	}, norm.NFD.String(w)))
 }
 
 // camelBoundary reports whether an upper-case rune at i starts a new word:

@@ -30,3 +30,28 @@ func TestCleanFoldASCIIFastPath(t *testing.T) {
 		check(string(b))
 	}
 }
+
+// TestVerbWordsASCIIFastPath: verb and ability names of printable ASCII
+// are split from their Clean form rather than bare, and their words keep
+// their letters rather than being decomposed (undiacritic); both must give
+// what the full path gives.
+func TestVerbWordsASCIIFastPath(t *testing.T) {
+	check := func(s string) {
+		if bare(s) != Clean(s) || undiacriticUnicode(Fold(s)) != Fold(s) {
+			t.Fatalf("fast path differs on %q", s)
+		}
+	}
+	for c := ' '; c <= '~'; c++ {
+		for d := ' '; d <= '~'; d++ {
+			check(string(c) + string(d))
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 9))
+	for range 100000 {
+		b := make([]byte, rng.IntN(16))
+		for i := range b {
+			b[i] = byte(' ' + rng.IntN(95))
+		}
+		check(string(b))
+	}
+}

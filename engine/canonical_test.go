@@ -155,6 +155,13 @@ func TestCanonicalVerbThroughParse(t *testing.T) {
 		{"ᴅelete", "crm/get_customer", "delete", "crm/get_customer"},
 		{"d\u0335elete", "crm/get_customer", "delete", "crm/get_customer"},
 		{"read", "db/dele\u3164teRows", "delete", "db/deleterows"},
+		{"deleting", "crm/get_customer", "delete", "crm/get_customer"},
+		{"re move", "crm/get_customer", "delete", "crm/get_customer"},
+		{"d\u00e9lete", "crm/get_customer", "delete", "crm/get_customer"},
+		{"read", "db/dr0pTable", "delete", "db/dr0ptable"},
+		{"read", "fs/rimraf", "delete", "fs/rimraf"},
+		{"read", "db/de|ete_rows", "delete", "db/de|ete_rows"},
+		{"sending", "crm/get_customer", "emit", "crm/get_customer"},
 		{"read", "crm/get_customer", "read", "crm/get_customer"},
 		{"read", "crm/getCustomer", "read", "crm/getcustomer"},
 	}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"golang.org/x/text/unicode/norm"
+)
+
+// assertDelete checks that a spelling is delete as the verb and inside the
+// ability, with a recoverable reversibility (an unknown verb would be
+// update).
+func assertDelete(t *testing.T, spelling string) {
+	t.Helper()
+	assert.Equal(t, "delete", CanonicalVerb(spelling, "x/y", "recoverable"), "verb %q", spelling)
+	assert.Equal(t, "delete", CanonicalVerb("read", "db/"+spelling, "recoverable"), "ability db/%q", spelling)
+}
+
+// TestCanonicalVerbDeleteSpellings: spellings of a delete found to escape
+// the delete class (read as update, charging nothing to the session's
+// delete budget), and their neighbours.
+func TestCanonicalVerbDeleteSpellings(t *testing.T) {
+	for _, spelling := range []string{
+		// Inflections.
+		"deleting", "removing", "purging", "dropping", "dropped", "erasing", "wiping", "truncating",
+		"deleted", "removed", "purged", "wiped", "wipes", "drops", "nuked", "voided", "dels", "flushes",
+		"DELETING", "Deleting", "bulkDeleting", "bulk_deleting", "deletingRecords", "deletingrecords",
+		"truncatingtables", "hardDropping",
+		// Diacritics (precomposed letters, which NFKC keeps).
+		"dělete", "délete", "ḋelete", "DÉLETE", "drőp", "ẅipe", "pürge", "délèting",
+		"d\u0435l\u0451te", // Cyrillic е and ё
+		// Digits and look-alikes standing for letters.
+		"deIete", "de1ete", "DEIETE", "bulkDeIete", "de|ete", "de!ete", "d3l3t3", "dr0p", "DR0P",
+		"dr0pTable", "pur9e", "er@se", "tr@sh", "$hred", "5hred", "w1pe", "WIPE", "dełete", "d€lete",
+		"ԁеӏеtе", "de1eting",
+		// Separated letters and pieces.
+		"d-e-l-e-t-e", "d e l e t e", "D.E.L.E.T.E", "d_e_l_e_t_e", "re move", "re-moved", "re moving",
+		"de lete", "dr op", "wi ped", "un install", "de commission", "r m", "d e l", "reMove", "dElEtE",
+		"d\u00a0e\u3000l\u2003e-t_e",
+		// Short aliases leading a run-together word.
+		"droptable", "dropdb", "dropTABLE", "DROPTABLE", "wipedisk", "nukeall", "voidinvoice", "rmrf",
+		"drop_table",
+		// Destructive tool names.
+		"rimraf", "deltree", "rm -rf", "rm_rf", "shred", "nuke",
+		// False positives docs/policy.md owns up to: the rule errs towards risk.
+		"presets", "clearance", "dropper", "wipers", "voldemort",
+	} {
+		assertDelete(t, spelling)
+	}
+}
+
+// TestCanonicalVerbDeleteAliasForms derives spellings from every delete
+// alias: its inflections, the alias cut into pieces, with look-alikes, and
+// with diacritics.
+func TestCanonicalVerbDeleteAliasForms(t *testing.T) {
+	forms := map[string][]string{
+		"delete": {"deleting", "deleted", "deletes"}, "remove": {"removing", "removed", "removes"},
+		"destroy": {"destroying", "destroyed", "destroys"}, "purge": {"purging", "purged", "purges"},
+		"drop": {"dropping", "dropped", "drops"}, "truncate": {"truncating", "truncated", "truncates"},
+		"rm": {}, "rmdir": {"rmdiring", "rmdired", "rmdirs"}, "erase": {"erasing", "erased", "erases"},
+		"unlink": {"unlinking", "unlinked", "unlinks"}, "wipe": {"wiping", "wiped", "wipes"},
+		"del": {"deleting", "deled", "dels"}, "terminate": {"terminating", "terminated", "terminates"},
+		"shred": {"shredding", "shredded", "shreds"}, "expunge": {"expunging", "expunged", "expunges"},
+		"evict": {"evicting", "evicted", "evicts"}, "prune": {"pruning", "pruned", "prunes"},
+		"void": {"voiding", "voided", "voids"}, "nuke": {"nuking", "nuked", "nukes"},
+		"obliterate":   {"obliterating", "obliterated", "obliterates"},
+		"deprovision":  {"deprovisioning", "deprovisioned", "deprovisions"},
+		"decommission": {"decommissioning", "decommissioned", "decommissions"},
+		"uninstall":    {"uninstalling", "uninstalled", "uninstalls"}, "flush": {"flushing", "flushed", "flushes"},
+		"clear": {"clearing", "cleared", "clears"}, "reset": {"resetting", "reset", "resets"},
+		"discard": {"discarding", "discarded", "discards"}, "trash": {"trashing", "trashed", "trashes"},
+		"rimraf": {"rimrafing", "rimrafed"}, "rmrf": {"rmrfing"}, "deltree": {"deltreeing", "deltreed"},
+	}
+	for alias, canon := range verbAliases {
+		if canon != "delete" {
+			continue
+		}
+		inflected, ok := forms[alias]
+		assert.True(t, ok, "delete alias %q has no forms in this test", alias)
+		for _, f := range append([]string{alias, strings.ToUpper(alias)}, inflected...) {
+			assertDelete(t, f)
+		}
+		for i := 1; i < len(alias); i++ {
+			for _, sep := range []string{" ", "-", "_", ".", "/"} {
+				assertDelete(t, alias[:i]+sep+alias[i:])
+			}
+			assertDelete(t, alias[:i]+strings.ToUpper(alias[i:i+1])+alias[i+1:]) // camelCase split
+		}
+		assertDelete(t, strings.Join(strings.Split(alias, ""), "-"))
+		assertDelete(t, norm.NFC.String(alias[:1]+"\u0307"+alias[1:])) // ḋelete, ṙemove
+		assertDelete(t, norm.NFC.String(alias[:2]+"\u030c"+alias[2:])) // dělete, reͨmove
+		if len(alias) >= 4 {
+			leet := strings.NewReplacer("l", "1", "o", "0", "e", "3", "i", "1", "s", "5", "a", "4", "t", "7")
+			assertDelete(t, leet.Replace(alias))
+			assertDelete(t, strings.ReplaceAll(alias, "l", "I"))
+			for _, from := range []string{"l", "o", "e", "i"} {
+				assertDelete(t, strings.Replace(alias, from, leet.Replace(from), 1))
+			}
+		}
+	}
+}
+
+// TestCanonicalVerbNotDelete: ordinary words near the delete spellings keep
+// their verb.
+func TestCanonicalVerbNotDelete(t *testing.T) {
+	cases := []struct {
+		verb, ability, want string
+	}{
+		{"read", "ui/dropdown", "read"},
+		{"read", "ui/list_dropdowns", "read"},
+		{"read", "storage/dropbox_files", "read"},
+		{"read", "do/list_droplets", "read"},
+		{"read", "ml/dropout_rate", "read"},
+		{"read", "ui/backdrop", "read"},
+		{"read", "ui/swipe_events", "read"},
+		{"read", "crm/avoid_list", "read"},
+		{"read", "shop/delivery_status", "read"},
+		{"read", "jobs/delay", "read"},
+		{"read", "db/delta", "read"},
+		{"read", "crm/format", "read"},
+		{"read", "ops/alarm", "read"},
+		{"read", "crm/get_user_assets", "read"}, // "user asset": no erase across words
+		{"read", "shop/store_settings", "read"}, // nor a reset
+		{"read", "ops/era_settings", "read"},
+		{"read", "ops/dr_options", "read"},
+		{"read", "metrics/rms", "read"},   // rm has no inflections
+		{"read", "hr/dei_report", "read"}, // nor look-alikes: dei, de1 are no del
+		{"read", "x/de1", "read"},
+		{"read", "aws/s3_list", "read"},
+		{"get_rms", "", "read"},
+		{"dei", "", "update"},
+		// Not recognised (docs/policy.md says so).
+		{"löschen", "", "update"},
+		{"supprimer", "", "update"},
+		{"удалить", "", "update"},
+		{"eradicate", "", "update"},
+		{"scrub", "", "update"},
+		{"bulkde lete", "", "update"},
+		{"sent", "", "update"},
+		{"paid", "", "update"},
+		{"alarm", "", "update"},
+		{"format", "", "update"},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, CanonicalVerb(c.verb, c.ability, "recoverable"), "verb %q ability %q", c.verb, c.ability)
+	}
+}
+
+// TestCanonicalVerbInflections: the -ing and -ed forms of every verb's
+// aliases are that verb in the raw verb when none of its words is an alias;
+// in abilities, and next to an alias, they are nouns and adjectives as
+// often.
+func TestCanonicalVerbInflections(t *testing.T) {
+	cases := []struct {
+		verb, ability, reversibility, want string
+	}{
+		{"reading", "", "recoverable", "read"},
+		{"updating", "", "recoverable", "update"},
+		{"updated", "", "recoverable", "update"},
+		{"sending", "", "recoverable", "emit"},
+		{"Publishing", "", "recoverable", "emit"},
+		{"paying", "", "recoverable", "transact"},
+		{"transferred", "", "recoverable", "transact"},
+		{"deploying", "", "recoverable", "execute"},
+		{"running", "", "recoverable", "execute"},
+		{"stopped", "", "recoverable", "execute"},
+		{"created", "", "recoverable", "create"},
+		{"copied", "", "recoverable", "create"},
+		{"applied", "", "recoverable", "execute"},
+		{"settingUp", "", "recoverable", "update"},
+		{"reading", "", "irreversible", "read"},
+		{"reading", "db/delete_rows", "recoverable", "delete"},
+		{"shed", "", "recoverable", "update"}, // sh has no inflections
+		{"get_billing", "", "recoverable", "read"},
+		{"list_installed_packages", "", "recoverable", "read"},
+		{"get_sending_status", "", "recoverable", "read"},
+		{"read", "billing/get_summary", "recoverable", "read"},
+		{"read", "billing/invoices", "recoverable", "read"},
+		{"read", "apps/list_installed", "recoverable", "read"},
+		{"read", "drive/shared_files", "recoverable", "read"},
+		{"orders", "", "recoverable", "update"}, // plurals of the other verbs are nouns
+		{"messages", "", "recoverable", "update"},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, CanonicalVerb(c.verb, c.ability, c.reversibility), "verb %q ability %q %s", c.verb, c.ability, c.reversibility)
+	}
+}
