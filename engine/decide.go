@@ -247,8 +247,11 @@ func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 		return err
 	}
 	out.Decision.Decision, out.Rule, out.Reason = v.Decision, v.Rule, v.Reason
+	if v.Decision == RequireApproval && v.Rule == RuleTerminal {
+		out.Decision.Decision, out.Reason = Deny, v.Reason+terminalNote
+	}
 	switch {
-	case v.Decision == Deny:
+	case out.Decision.Decision == Deny:
 		return nil // deny wins over everything, an approval included
 	case env.Approval.Present:
 		return e.redeem(ctx, req, out, now)

@@ -130,6 +130,30 @@ func TestChargeCommitsWithTheAuditRecord(t *testing.T) {
 	assert.Equal(t, engine.Totals{Deletes: 6, Objects: 6}, p.totals(t, "s"))
 }
 
+// A policy that answers require_approval under the terminal rule (a custom
+// pack; the bundled one denies there) gets a deny and no hold: the hold
+// could never be resolved, and its agent would wait for it in vain.
+func TestRequireApprovalUnderTheTerminalRuleDenies(t *testing.T) {
+	dir := t.TempDir()
+	pack := `package svc.policy
+
+decision := {"decision": "require_approval", "rule": "` + engine.RuleTerminal + `", "reason": "systemic change"}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(pack), 0o600))
+	p := newPipelineWith(t, engine.NewEvalEvaluator(realOPA(t), dir, 10*time.Second), nil)
+	d, status := p.decideStatus(t, "s", "delete", 1, "production", "irreversible", "systemic")
+	assert.Equal(t, 200, status)
+	assert.Equal(t, engine.Deny, d.Decision)
+	assert.Equal(t, engine.RuleTerminal, d.Rule)
+	assert.Contains(t, d.Reason, "systemic change; denied: rule "+engine.RuleTerminal+" is terminal")
+	assert.Empty(t, d.HoldID)
+	assert.Empty(t, d.ExpiresTS)
+	rows, err := p.audit.Records(context.Background(), "")
+	require.NoError(t, err)
+	require.Len(t, rows, 1, "the deny alone is on record: no hold")
+	assert.Contains(t, string(rows[0].Body), `"verdict":"deny"`)
+}
+
 // A decision that creates a hold is on record with the hold's creation,
 // the decision first.
 func TestHoldCreationIsRecordedWithTheDecision(t *testing.T) {

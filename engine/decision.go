@@ -25,6 +25,15 @@ const (
 	RuleApprovedResubmission = "svc.policy/approved_resubmission"
 )
 
+// RuleTerminal is the policy rule that is a deny, never a hold (spec §2.2:
+// irreversible_systemic_prod). A require_approval a policy answers under it
+// is denied, since no approval could ever lift it.
+const RuleTerminal = "svc.policy/irreversible_systemic_prod"
+
+// terminalNote ends the reason of a require_approval turned into a deny
+// because its rule is RuleTerminal.
+const terminalNote = "; denied: rule " + RuleTerminal + " is terminal, no approval can lift it"
+
 // Reason codes of a refused re-submission (spec §3, §7).
 const (
 	ReasonHoldNotFound         = "svc_hold_not_found"

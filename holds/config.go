@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/svc-dev/svc/engine"
 )
 
 // DefaultTerminalRule is always terminal: a hold under it can never be
 // resolved (spec §2.2: irreversible_systemic_prod is a deny, never a hold).
-const DefaultTerminalRule = "svc.policy/irreversible_systemic_prod"
+const DefaultTerminalRule = engine.RuleTerminal
 
 // policyDefaultKey is the SVC_RESOLUTION_POLICY key of rules not named.
 const policyDefaultKey = "default"
