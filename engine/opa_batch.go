@@ -48,13 +48,19 @@ type batchSender func(ctx context.Context, inputs []json.RawMessage) []batchResu
 // sends its own input with the rest of the queue (up to max inputs) as the
 // next batch.
 //
-// Every call gets its verdict within timeout of its arrival, time in the
-// queue included, or fails: a queued caller whose time is up leaves the
-// queue (or, already in a batch, leaves its result behind), and a batch
-// query is bounded by its leader's deadline, the earliest of the batch as
-// the queue is in arrival order. A caller that leaves with the lead hands it
-// on, so no slot is lost. The caller's own context is not consulted: a
-// caller that left on cancellation would strand the batch it leads.
+// Every call gets its verdict within timeout of its arrival, or by its
+// context's deadline when that is sooner (the decision's own, of which its
+// wait for its session may have used part), time in the queue included, or
+// fails: a queued caller whose time is up leaves the queue, and one in a
+// batch leaves its result behind. A batch query is bounded by the latest
+// deadline of its callers, so that a leader with little time left does not
+// cut short the others; it is sent on the leader's goroutine when the
+// leader's deadline is that latest one (always when it is alone), else on a
+// goroutine of its own that holds the slot until the query returns, while
+// the leader waits for its result like the others. A caller that leaves
+// with the lead hands it on, so no slot is lost. Cancellation of a caller's
+// context is not consulted: a caller that left on it would strand the batch
+// it leads.
 type batcher struct {
 	send    batchSender
 	slots   int
@@ -69,8 +75,9 @@ type batcher struct {
 // batchCall is one caller's input, waiting for its result or its turn to
 // lead a batch.
 type batchCall struct {
-	input json.RawMessage
-	done  chan batchSignal // buffered; receives one signal: lead, or the result
+	input    json.RawMessage
+	deadline time.Time
+	done     chan batchSignal // buffered; receives one signal: lead, or the result
 }
 
 type batchSignal struct {
@@ -84,32 +91,43 @@ func newBatcher(send batchSender, slots, max int, timeout time.Duration) *batche
 
 // Evaluate decides input, alone or in a batch with concurrent callers,
 // within the batcher's timeout, or by ctx's deadline when that is sooner.
-// Only the deadline of ctx counts: a canceled caller still leads the batch
-// it was given, so that the others in it get their results.
 func (b *batcher) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
 	deadline := time.Now().Add(b.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	c := &batchCall{input: input, done: make(chan batchSignal, 1)}
+	c := &batchCall{input: input, deadline: deadline, done: make(chan batchSignal, 1)}
 	b.mu.Lock()
 	if b.running < b.slots {
 		b.running++
 		b.mu.Unlock()
-		return b.lead(ctx, c, deadline)
-	}
-	b.queue = append(b.queue, c)
-	b.mu.Unlock()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case s := <-c.done:
-		if !s.lead {
-			return s.result.verdict, s.result.err
+		if r, ok := b.lead(ctx, c); ok {
+			return r.verdict, r.err
 		}
-		return b.lead(ctx, c, deadline)
-	case <-timer.C:
-		return b.leave(c)
+	} else {
+		b.queue = append(b.queue, c)
+		b.mu.Unlock()
+	}
+	return b.await(ctx, c)
+}
+
+// await waits for c's result until c's deadline, leading a batch when it is
+// handed the lead.
+func (b *batcher) await(ctx context.Context, c *batchCall) (Verdict, error) {
+	timer := time.NewTimer(time.Until(c.deadline))
+	defer timer.Stop()
+	for {
+		select {
+		case s := <-c.done:
+			if !s.lead {
+				return s.result.verdict, s.result.err
+			}
+			if r, ok := b.lead(ctx, c); ok {
+				return r.verdict, r.err
+			}
+		case <-timer.C:
+			return b.leave(c)
+		}
 	}
 }
 
@@ -139,29 +157,53 @@ func (b *batcher) leave(c *batchCall) (Verdict, error) {
 }
 
 func (b *batcher) timedOut() error {
-	return fmt.Errorf("evaluate %s: no verdict within %s: %w", opaQuery, b.timeout, context.DeadlineExceeded)
+	return fmt.Errorf("evaluate %s: no verdict by the decision's deadline (at most %s): %w", opaQuery, b.timeout, context.DeadlineExceeded)
 }
 
-// lead holds a slot: it sends self's input with the queued ones, bounded by
-// self's deadline, answers them, then passes the slot on and returns self's
-// result. A leader whose time is already up hands the slot on unused.
-func (b *batcher) lead(ctx context.Context, self *batchCall, deadline time.Time) (Verdict, error) {
-	if !time.Now().Before(deadline) {
+// lead holds a slot: it sends self's input with the queued ones, bounded
+// by the latest deadline among them, answers them, then passes the slot
+// on. It returns self's result (ok) when it sent the batch itself; when a
+// follower's deadline is later than self's, the batch goes out on a
+// goroutine of its own and self's result comes on self.done. A leader whose
+// time is already up hands the slot on unused.
+func (b *batcher) lead(ctx context.Context, self *batchCall) (batchResult, bool) {
+	if !time.Now().Before(self.deadline) {
 		b.release()
-		return Verdict{}, b.timedOut()
+		return batchResult{err: b.timedOut()}, true
 	}
-	defer b.release()
 	b.mu.Lock()
 	n := min(len(b.queue), b.max-1)
 	batch := append([]*batchCall{self}, b.queue[:n]...)
 	b.queue = slices.Delete(b.queue, 0, n)
 	b.mu.Unlock()
-
-	results := b.sendBatch(ctx, batch, deadline)
-	for i, c := range batch[1:] {
-		c.done <- batchSignal{result: results[i+1]}
+	deadline := self.deadline
+	for _, c := range batch[1:] {
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
+		}
 	}
-	return results[0].verdict, results[0].err
+	if deadline.Equal(self.deadline) {
+		return b.answer(ctx, batch, deadline)[0], true
+	}
+	go b.answer(ctx, batch, deadline)
+	return batchResult{}, false
+}
+
+// answer sends batch, frees the slot, gives every call but the first its
+// result and returns the results; the first call's result is also put on
+// its done channel when the batch is sent for it (on a goroutine of its
+// own). The slot is free before any call has its result.
+func (b *batcher) answer(ctx context.Context, batch []*batchCall, deadline time.Time) []batchResult {
+	results := b.sendBatch(ctx, batch, deadline)
+	b.release()
+	first := 1
+	if !deadline.Equal(batch[0].deadline) {
+		first = 0
+	}
+	for i := first; i < len(batch); i++ {
+		batch[i].done <- batchSignal{result: results[i]}
+	}
+	return results
 }
 
 // sendBatch sends the inputs of batch, bounded by deadline. A panic in the

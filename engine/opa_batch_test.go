@@ -283,6 +283,41 @@ func TestBatcherCallerDeadline(t *testing.T) {
 	close(s.release)
 }
 
+// TestBatcherLeaderNearItsDeadline: a leader with little time left (its
+// decision waited for its session) does not cut short the followers of its
+// batch: the query is bounded by their later deadline, and the leader
+// leaves at its own.
+func TestBatcherLeaderNearItsDeadline(t *testing.T) {
+	s := &stallingSender{release: make(chan struct{}), firstAfter: 100 * time.Millisecond}
+	b := newBatcher(s.send, 1, 8, time.Minute)
+	first := make(chan error, 1)
+	go func() { _, err := b.Evaluate(t.Context(), json.RawMessage(`"first"`)); first <- err }()
+	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.running == 1 }, 5*time.Second, time.Millisecond)
+	leader := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+		defer cancel()
+		_, err := b.Evaluate(ctx, json.RawMessage(`"leader"`))
+		leader <- err
+	}()
+	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 }, 5*time.Second, time.Millisecond)
+	const followers = 5
+	results := make(chan error, followers)
+	for range followers {
+		go func() { _, err := b.Evaluate(t.Context(), json.RawMessage(`"f"`)); results <- err }()
+	}
+	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1+followers }, 5*time.Second, time.Millisecond)
+	require.NoError(t, <-first)
+	start := time.Now()
+	assert.ErrorIs(t, <-leader, context.DeadlineExceeded, "the leader leaves at its own deadline")
+	assert.Less(t, time.Since(start), time.Second)
+	close(s.release) // the batch's query answers after the leader left
+	for range followers {
+		assert.NoError(t, <-results, "a follower with time left gets its verdict")
+	}
+	assertIdle(t, b)
+}
+
 // TestBatcherDeadlineUnderLoad: many callers with a timeout close to the
 // sender's time, so that calls leave in every state (queued, in a batch,
 // just handed the lead): every call returns, within its timeout or with its
@@ -381,8 +416,9 @@ func TestBatcherLeave(t *testing.T) {
 	t.Run("a leader whose time is up", func(t *testing.T) {
 		b := newBatcher(nil, 1, 4, time.Second)
 		b.running = 1
-		_, err := b.lead(t.Context(), &batchCall{done: make(chan batchSignal, 1)}, time.Now().Add(-time.Millisecond))
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		r, ok := b.lead(t.Context(), &batchCall{done: make(chan batchSignal, 1), deadline: time.Now().Add(-time.Millisecond)})
+		require.True(t, ok)
+		assert.ErrorIs(t, r.err, context.DeadlineExceeded)
 		assert.Equal(t, 0, b.running, "the slot is freed unused")
 	})
 }
