@@ -43,8 +43,9 @@ import (
 // Answer, portal to engine. The credential is accepted only when the answer
 // has status 200 and a body of at most 64 KiB holding one JSON object in
 // which "active" is the JSON boolean true (the string "true" is refused),
-// "gate" is a non-empty JSON string without control characters (the gate id
-// the credential was issued for; surrounding whitespace is trimmed), and
+// "gate" is a non-empty JSON string of at most 256 bytes without control
+// characters (the gate id the credential was issued for; surrounding
+// whitespace is trimmed), and
 // "exp", when present, is a JSON number of seconds since the epoch that is
 // still in the future. Member names match exactly, compared once their
 // JSON escapes are decoded; other members (scope, client_id, sub...) are
@@ -333,6 +334,10 @@ func (g *Introspector) tooLate() error {
 // gateMembers are the members of an introspection answer svc reads.
 var gateMembers = [...]string{"active", "gate", "exp"}
 
+// maxGateLen bounds a gate id, in bytes: it is recorded with every decision
+// of its credential and exported to the SIEM.
+const maxGateLen = 256
+
 // parseGateAnswer reads an introspection answer.
 func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 	var members [len(gateMembers)]json.RawMessage
@@ -348,8 +353,8 @@ func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 		return gateAnswer{}, gateRefused("portal answer has no string gate")
 	}
 	gate = strings.TrimSpace(gate)
-	if gate == "" || strings.IndexFunc(gate, unicode.IsControl) >= 0 {
-		return gateAnswer{}, gateRefused("portal answer has an empty or malformed gate")
+	if gate == "" || len(gate) > maxGateLen || strings.IndexFunc(gate, unicode.IsControl) >= 0 {
+		return gateAnswer{}, gateRefused("portal answer has an empty, overlong or malformed gate")
 	}
 	ans := gateAnswer{gate: gate}
 	if rawExp != nil {

@@ -223,6 +223,8 @@ func TestGateAuthenticate(t *testing.T) {
 		{name: "inactive and undeclared is 401", body: `{"active":false,"gate":"gate-a"}`, wantCode: EUNAUTHORIZED},
 		{name: "active as string", body: `{"active":"true","gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
 		{name: "active as number", body: `{"active":1,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
+		{name: "gate of 256 bytes", body: `{"active":true,"gate":"` + strings.Repeat("g", 256) + `"}`, declared: strings.Repeat("g", 256), wantGate: strings.Repeat("g", 256)},
+		{name: "gate over 256 bytes", body: `{"active":true,"gate":"` + strings.Repeat("g", 257) + `"}`, declared: strings.Repeat("g", 257), wantCode: EUNAUTHORIZED},
 		{name: "escaped member names", body: `{"\u0061ctive":true,"g\u0061te":"gate-a"}`, declared: "gate-a", wantGate: "gate-a"},
 		{name: "RFC 7662 members ignored", body: `{"active":true,"gate":"gate-a","scope":"decide","client_id":"litellm","sub":"svc","token_type":"Bearer","iat":1,"nbf":1,"aud":["svc"],"ext":{"active":false,"gate":"gate-b","Gate":"x"}}`, declared: "gate-a", wantGate: "gate-a"},
 		{name: "whitespace around the object", body: " \n{\"active\":true,\"gate\":\"gate-a\"}\r\n", declared: "gate-a", wantGate: "gate-a"},

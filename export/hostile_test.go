@@ -170,6 +170,7 @@ func TestOversizedEventIsCutToFit(t *testing.T) {
 			d.AgentID, d.SessionID = strings.Repeat("\xff", kib4), strings.Repeat("\xe6\x97", kib4/2)
 		}},
 		{"one long reason", func(d *engine.DecisionEvent) { d.Reason = strings.Repeat("reason ", 3000) }},
+		{"one long gate", func(d *engine.DecisionEvent) { d.Gate = strings.Repeat("g", 3*kib4) }},
 	}
 	for _, tt := range tests {
 		d := fullDecision()
@@ -196,6 +197,7 @@ func TestOversizedEventFitsTheSmallestLimit(t *testing.T) {
 		*f = strings.Repeat("\x01", 4096)
 	}
 	d.Reason = strings.Repeat("reason ", 3000)
+	d.Gate = strings.Repeat("g", 4096)
 	for _, format := range []string{FormatJSON, FormatCEF} {
 		t.Run(format, func(t *testing.T) {
 			e, err := encodeEntry(engine.Event{Type: engine.EventDecision, Body: d}, format,
