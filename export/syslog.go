@@ -25,8 +25,8 @@ import (
 // worth of events that TCP cannot tell svc were ever read, so it is redialled
 // only after stallBackoff, doubling with each stall in a row up to
 // maxStallBackoff: meanwhile events wait in svc's queue, which drops and
-// counts when full. A connection that has carried writes for stallForgiven
-// without stalling ends the series.
+// counts when full. Writes that go on succeeding for stallForgiven after a
+// stall, over any connections, end the series.
 const (
 	appName         = "svc"
 	dialTimeout     = 5 * time.Second
@@ -57,13 +57,13 @@ type syslogSink struct {
 	msgLimit int // room for MSG within SyslogConfig.MaxMessage
 	tls      *tls.Config
 
-	conn      net.Conn
-	connected time.Time // when conn was dialled
-	backoff   time.Duration
-	stalls    int // stalled connections in a row
-	nextDial  time.Time
-	msg       []byte
-	frame     []byte
+	conn     net.Conn
+	backoff  time.Duration
+	stalls   int       // stalled connections in a row
+	okSince  time.Time // first successful write since the last stall
+	nextDial time.Time
+	msg      []byte
+	frame    []byte
 }
 
 func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
@@ -181,11 +181,19 @@ func (s *syslogSink) send(ctx context.Context, frame []byte) error {
 	return err
 }
 
-// wrote notes a successful write: the backoff is reset, unless the
-// connection follows a stall and has not yet lived stallForgiven.
+// wrote notes a successful write: the backoff is reset, and a series of
+// stalls ends once writes have succeeded for stallForgiven since the last.
 func (s *syslogSink) wrote() {
-	if s.stalls == 0 || time.Since(s.connected) >= stallForgiven {
-		s.backoff, s.stalls = 0, 0
+	s.backoff = 0
+	if s.stalls == 0 {
+		return
+	}
+	now := time.Now()
+	if s.okSince.IsZero() {
+		s.okSince = now
+	}
+	if now.Sub(s.okSince) >= stallForgiven {
+		s.stalls, s.okSince = 0, time.Time{}
 	}
 }
 
@@ -193,7 +201,7 @@ func (s *syslogSink) wrote() {
 // the next dial by the stall backoff.
 func (s *syslogSink) stalled() {
 	s.close()
-	s.stalls++
+	s.stalls, s.okSince = s.stalls+1, time.Time{}
 	b := stallBackoff
 	for i := 1; i < s.stalls && b < maxStallBackoff; i++ {
 		b *= 2
@@ -226,7 +234,7 @@ func (s *syslogSink) connect(ctx context.Context) error {
 		s.scheduleReconnect()
 		return fmt.Errorf("connect to syslog %s over %s: %w", s.address, s.protocol, err)
 	}
-	s.conn, s.connected = conn, time.Now()
+	s.conn = conn
 	return nil
 }
 

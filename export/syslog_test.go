@@ -84,6 +84,32 @@ func TestSyslogStalledCollectorIsNotRedialledAtOnce(t *testing.T) {
 	assert.Equal(t, 1, stuck.Accepted(), "no dial while draining at shutdown")
 }
 
+// TestSyslogStallBackoffSeries: stalls in a row put the next dial off
+// longer and longer, up to maxStallBackoff; an ordinary break after a
+// successful write is redialled at once as usual, and writes that succeed
+// for stallForgiven since the last stall end the series.
+func TestSyslogStallBackoffSeries(t *testing.T) {
+	s := &syslogSink{}
+	s.stalled()
+	assert.Equal(t, stallBackoff, s.backoff)
+	s.stalled()
+	assert.Equal(t, 2*stallBackoff, s.backoff)
+	s.wrote()
+	s.disconnect()
+	assert.Equal(t, minBackoff, s.backoff, "an ordinary break after a stall is redialled soon")
+	s.stalled()
+	assert.Equal(t, 4*stallBackoff, s.backoff, "the series goes on")
+	s.wrote()
+	s.okSince = s.okSince.Add(-stallForgiven)
+	s.wrote()
+	s.stalled()
+	assert.Equal(t, stallBackoff, s.backoff, "a minute of successful writes ended the series")
+	for range 10 {
+		s.stalled()
+	}
+	assert.Equal(t, maxStallBackoff, s.backoff)
+}
+
 // fillUntilStuck keeps the queue topped up until the worker has made no
 // progress for a while with a full queue: it is then blocked writing to a
 // collector that does not read. It returns how many events it published.
