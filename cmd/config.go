@@ -123,11 +123,21 @@ func (p *parser) seconds(key string, lo, hi time.Duration) time.Duration {
 }
 
 func (p *parser) boolean(key string) bool {
+	return p.booleanOr(key, false)
+}
+
+// booleanOr is boolean with def for an empty value (as a settings file can
+// give one: "syslog_tls_verify:"), so that an empty safety setting keeps
+// its safe default instead of reading as false.
+func (p *parser) booleanOr(key string, def bool) bool {
 	s := strings.ToLower(p.str(key))
+	if s == "" {
+		return def
+	}
 	switch s {
 	case "true", "1", "yes", "on":
 		return true
-	case "false", "0", "no", "off", "":
+	case "false", "0", "no", "off":
 		return false
 	}
 	p.fail(key, "must be true or false, got %q", s)
@@ -193,7 +203,7 @@ func readExport(v *viper.Viper) (export.Config, error) {
 			Format:                p.str("syslog_format"),
 			Facility:              p.str("syslog_facility"),
 			TLSCA:                 p.str("syslog_tls_ca"),
-			TLSInsecureSkipVerify: !p.boolean("syslog_tls_verify"),
+			TLSInsecureSkipVerify: !p.booleanOr("syslog_tls_verify", true),
 			MaxMessage:            int(p.integer("syslog_max_message", export.MinMaxMessage, export.MaxMaxMessage)),
 		},
 		Webhook: export.WebhookConfig{

@@ -204,10 +204,23 @@ func (c WebhookConfig) Validate() error {
 // checkCAFile checks that path is a readable file holding at least one PEM
 // certificate, as the TLS sender will need when it loads it, so that a bad
 // file is found with the other settings rather than when the sender starts.
+// maxCAFile bounds SVC_SYSLOG_TLS_CA: a bundle of a few hundred
+// certificates, not a device or a runaway file read into memory.
+const maxCAFile = 1 << 20
+
 func checkCAFile(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err // names the path and the cause
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file", path)
+	case st.Size() > maxCAFile:
+		return fmt.Errorf("%s is larger than %d bytes", path, maxCAFile)
+	}
 	pem, err := os.ReadFile(path)
 	if err != nil {
-		return err // names the path and the cause
+		return err
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
 		return fmt.Errorf("no PEM certificate in %s", path)

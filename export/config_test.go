@@ -28,6 +28,8 @@ func TestValidate(t *testing.T) {
 	caFile, _, _ := writeTestPKI(t, dir)
 	notPEM := filepath.Join(dir, "ca.txt")
 	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
+	bigFile := filepath.Join(dir, "big.pem")
+	require.NoError(t, os.WriteFile(bigFile, make([]byte, 1<<20+1), 0o600))
 	valid := func() Config {
 		c := Config{
 			Syslog:  SyslogConfig{Enabled: true, Address: "logs.example.com:6514", Protocol: "tls", Format: "cef", Facility: "auth"},
@@ -63,11 +65,15 @@ func TestValidate(t *testing.T) {
 			want: "SVC_SYSLOG_MAX_MESSAGE: must be between 2048 and 65507 octets, got 65508"},
 		{name: "tls ca", change: func(c *Config) { c.Syslog.TLSCA = caFile }},
 		{name: "tls ca missing", change: func(c *Config) { c.Syslog.TLSCA = filepath.Join(dir, "nope.pem") },
-			want: "SVC_SYSLOG_TLS_CA: open " + filepath.Join(dir, "nope.pem")},
+			want: "SVC_SYSLOG_TLS_CA: stat " + filepath.Join(dir, "nope.pem")},
 		{name: "tls ca not PEM", change: func(c *Config) { c.Syslog.TLSCA = notPEM },
 			want: "SVC_SYSLOG_TLS_CA: no PEM certificate in " + notPEM},
 		{name: "tls ca a directory", change: func(c *Config) { c.Syslog.TLSCA = dir },
-			want: "SVC_SYSLOG_TLS_CA: read " + dir},
+			want: "SVC_SYSLOG_TLS_CA: " + dir + " is not a regular file"},
+		{name: "tls ca a device", change: func(c *Config) { c.Syslog.TLSCA = "/dev/zero" },
+			want: "SVC_SYSLOG_TLS_CA: /dev/zero is not a regular file"},
+		{name: "tls ca too large", change: func(c *Config) { c.Syslog.TLSCA = bigFile },
+			want: "SVC_SYSLOG_TLS_CA: " + bigFile + " is larger than 1048576 bytes"},
 		{name: "tls ca checked even when syslog is off", change: func(c *Config) { c.Syslog.Enabled, c.Syslog.TLSCA = false, notPEM },
 			want: "SVC_SYSLOG_TLS_CA: no PEM certificate"},
 		{name: "webhook scheme", change: func(c *Config) { c.Webhook.URL = "ftp://hooks.example.com/x" },
@@ -144,7 +150,7 @@ func TestNewRejectsBadTLSCA(t *testing.T) {
 	tests := []struct {
 		name, ca, want string
 	}{
-		{name: "missing file", ca: filepath.Join(dir, "nope.pem"), want: "SVC_SYSLOG_TLS_CA: open"},
+		{name: "missing file", ca: filepath.Join(dir, "nope.pem"), want: "SVC_SYSLOG_TLS_CA: stat"},
 		{name: "not PEM", ca: notPEM, want: "SVC_SYSLOG_TLS_CA: no PEM certificate in " + notPEM},
 	}
 	for _, tt := range tests {
