@@ -81,7 +81,7 @@ func newBenchCommand() *cobra.Command {
 
 func (p *benchParams) validate() error {
 	if !strings.HasPrefix(p.url, "http://") && !strings.HasPrefix(p.url, "https://") {
-		return &exitError{code: 2, err: fmt.Errorf("--url: must be the engine's http(s) base URL, got %q", p.url)}
+		return &exitError{code: 2, err: fmt.Errorf("--url: must be the engine's http(s) base URL, got %q", redactURL(p.url))}
 	}
 	if p.duration <= 0 || p.sessions < 1 || p.opaRuns < 0 || p.procs < 0 {
 		return &exitError{code: 2, err: fmt.Errorf("--duration, --sessions must be positive and --opa-runs, --procs not negative")}
@@ -95,7 +95,7 @@ func (p *benchParams) validate() error {
 }
 
 func runBench(ctx context.Context, p benchParams, w io.Writer) error {
-	fmt.Fprintf(w, "svc bench: %s, %s per run, %d sessions\n\n", p.url, p.duration, p.sessions)
+	fmt.Fprintf(w, "svc bench: %s, %s per run, %d sessions\n\n", redactURL(p.url), p.duration, p.sessions)
 	fmt.Fprintf(w, "%-8s %5s %9s %10s %9s %9s %9s %6s %9s %6s %6s %9s\n", "mode", "conc", "decisions",
 		"decided/s", "p50", "p90", "p99", "allow", "approval", "deny", "errors", "max RSS")
 	b, err := newBenchClient(p)
@@ -235,9 +235,9 @@ func (b *benchClient) noAnswer(d time.Duration, r benchResult) error {
 	var se *benchStatusError
 	if !errors.As(r.lastErr, &se) {
 		return fmt.Errorf("bench: no decision was answered in %s (%d errors, the last: %v); is the engine at %s?",
-			d, r.errors, r.lastErr, b.p.url)
+			d, r.errors, r.lastErr, redactURL(b.p.url))
 	}
-	answered := fmt.Sprintf("bench: the engine at %s answered %d %s", b.p.url, se.status, http.StatusText(se.status))
+	answered := fmt.Sprintf("bench: the engine at %s answered %d %s", redactURL(b.p.url), se.status, http.StatusText(se.status))
 	switch {
 	case se.status == http.StatusUnauthorized && b.p.token == "":
 		return fmt.Errorf("%s: set --token or SVC_CORE_TOKEN to its SVC_AUTH_TOKEN", answered)

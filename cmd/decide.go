@@ -87,6 +87,9 @@ func askEngine(ctx context.Context, cl *client, envelope []byte) (engine.Decisio
 		return d, status, err
 	}
 	if merr := exactDecisionMember(raw); merr != nil {
+		if err != nil { // a non-2xx answer: its own error says most
+			return d, status, fmt.Errorf("%w (answer refused: %v)", err, merr)
+		}
 		return d, status, fmt.Errorf("engine answer refused (answered %d): %w", status, merr)
 	}
 	if uerr := json.Unmarshal(raw, &d); uerr != nil && err == nil {

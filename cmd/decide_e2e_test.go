@@ -493,6 +493,7 @@ func TestDecideCLIReadsTheDecisionExactly(t *testing.T) {
 		{"nested decision is no member", `{"x":{"decision":"allow"},"decision":"deny"}`, 200, 1, ""},
 		{"full-width name is another member", `{"decision":"deny","ｄecision":"allow"}`, 200, 1, ""},
 		{"not an object", `["decision","allow"]`, 200, 3, "not a JSON object"},
+		{"a proxy's error keeps its status", `"bad gateway"`, 502, 3, "engine answered 502"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
