@@ -151,6 +151,11 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 		return FreezeView{}, ErrFreezePinned
 	}
 	if k.state.Frozen == frozen {
+		if frozen && k.state.FromPin {
+			if err := k.adopt(ctx, reason, by); err != nil {
+				return FreezeView{}, err
+			}
+		}
 		return FreezeView{FreezeState: k.state, Pinned: k.pinned}, nil
 	}
 	k.engine.freeze.Lock()
@@ -159,6 +164,23 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 		return FreezeView{}, err
 	}
 	return FreezeView{FreezeState: k.state, Pinned: k.pinned, Changed: true}, nil
+}
+
+// adopt makes a freeze that only SVC_FREEZE holds the caller's too: on
+// record (an audit line) and stored as set through the API, so that it
+// outlasts the pin. The flag does not change, so nothing is published.
+func (k *KillSwitch) adopt(ctx context.Context, reason, by string) error {
+	now := k.engine.deps.Now()
+	st := FreezeState{Frozen: true, Reason: reason, By: by, UpdatedTS: now}
+	ev := FreezeEvent{Event: "freeze", TS: FormatTime(now), Frozen: true, Reason: reason, By: by}
+	if err := k.engine.record(ctx, "freeze", ev); err != nil {
+		return fmt.Errorf("audit freeze under the pin: %w", errors.Join(ErrAuditUnavailable, err))
+	}
+	if err := k.store.SaveFreeze(ctx, st); err != nil {
+		return err
+	}
+	k.state = st
+	return nil
 }
 
 // change puts st, stamped now, on record (audit line first), stores it,
