@@ -28,7 +28,7 @@ var verbAliases = buildAliases(map[string][]string{
 	"delete": {"delete", "remove", "destroy", "purge", "drop", "truncate", "rm", "rmdir", "erase", "unlink",
 		"wipe", "del", "terminate", "shred", "expunge", "evict", "prune", "void", "nuke", "obliterate",
 		"deprovision", "decommission", "uninstall", "flush", "clear", "reset", "discard", "trash", "rimraf",
-		"rmrf", "deltree"},
+		"rmrf", "deltree", "userdel", "groupdel"},
 	"execute": {"execute", "exec", "run", "deploy", "apply", "invoke", "call", "launch", "start", "stop",
 		"restart", "reboot", "shutdown", "spawn", "shell", "bash", "sh", "eval", "trigger", "install",
 		"migrate", "rollback", "build", "kill", "sudo", "script", "command", "cmd", "release", "rollout"},
@@ -194,7 +194,7 @@ func CanonicalEnvironment(raw string) string {
 // no word is an alias: in names they are nouns and adjectives as often
 // ("billing/get_summary", "list_installed_packages").
 func CanonicalVerb(rawVerb, ability, reversibility string) string {
-	verbWords, abilityWords := words(rawVerb, isWordRune), words(ability, isWordRune)
+	verbWords, abilityWords := words(rawVerb, isWordRune, camelBoundary), words(ability, isWordRune, camelBoundary)
 	verb, ok := riskiestVerb(verbWords, verbAliases)
 	if !ok {
 		verb, ok = riskiestVerb(verbWords, inflectedAliases)
@@ -267,11 +267,11 @@ func inflections(alias string, plural bool) []string {
 }
 
 // words splits a name into folded words without diacritics (undiacritic),
-// at runs of characters that are not inWord and at camelCase boundaries
-// ("bulkDelete", "hard_delete", "db/DROP-table"), after dropping the marks
-// that would split "d\u0335elete" (bare) and skipping spacing marks inside
-// words.
-func words(s string, inWord func(rune) bool) []string {
+// at runs of characters that are not inWord and at the camelCase
+// boundaries that boundary finds ("bulkDelete", "hard_delete",
+// "db/DROP-table"), after dropping the marks that would split
+// "d\u0335elete" (bare) and skipping spacing marks inside words.
+func words(s string, inWord func(rune) bool, boundary func([]rune, int) bool) []string {
 	if !printableASCII(s) {
 		s = bare(s)
 	} else {
@@ -294,7 +294,7 @@ func words(s string, inWord func(rune) bool) []string {
 			flush()
 			continue
 		}
-		if i > 0 && unicode.IsUpper(r) && len(cur) > 0 && camelBoundary(runes, i) {
+		if i > 0 && unicode.IsUpper(r) && len(cur) > 0 && boundary(runes, i) {
 			flush()
 		}
 		cur = append(cur, r)

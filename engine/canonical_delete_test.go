@@ -34,6 +34,8 @@ func TestCanonicalVerbDeleteSpellings(t *testing.T) {
 		"deIete", "de1ete", "DEIETE", "bulkDeIete", "de|ete", "de!ete", "d3l3t3", "dr0p", "DR0P",
 		"dr0pTable", "pur9e", "er@se", "tr@sh", "$hred", "5hred", "w1pe", "WIPE", "dełete", "d€lete",
 		"ԁеӏеtе", "de1eting",
+		// Stand-ins in upper case: a digit does not split an all-caps word.
+		"DR0PTABLE", "DE1ETERECORDS", "W1PEDISK", "BULKD3LETE", "DE1ETION",
 		// Separated letters and pieces.
 		"d-e-l-e-t-e", "d e l e t e", "D.E.L.E.T.E", "d_e_l_e_t_e", "re move", "re-moved", "re moving",
 		"de lete", "dr op", "wi ped", "un install", "de commission", "r m", "d e l", "reMove", "dElEtE",
@@ -41,10 +43,24 @@ func TestCanonicalVerbDeleteSpellings(t *testing.T) {
 		// Short aliases leading a run-together word.
 		"droptable", "dropdb", "dropTABLE", "DROPTABLE", "wipedisk", "nukeall", "voidinvoice", "rmrf",
 		"drop_table",
+		// Nouns of deletion, by themselves and run together.
+		"deletion", "deletions", "removal", "removals", "erasure", "destruction", "termination",
+		"truncation", "obliteration", "expungement", "eviction", "purge", "wipeout", "teardown_wipeout",
+		"account_deletion", "schedule_deletion", "bulkdeletion", "BULKDELETION", "gdpr_erasure",
+		"request_removal", "data_destruction", "account_termination", "table_truncation",
+		"ACCOUNT_DELETION", "accountDeletion", "dele tion", "de1etion", "remova1",
+		// rm and del leading a run-together word before an object or a verb
+		// alias, whatever the case.
+		"DELUSER", "deluser", "DelUser", "delUser", "RMFILE", "rmFile", "DELOBJECT", "delobject",
+		"DelObject", "DELFILE", "rmall", "RMALL", "DELALL", "rmtree", "RMTREE", "shutil.rmtree", "hdfs_rmr",
+		"rmr", "RMR", "delgroup", "delusers", "rmfiles", "rmdirs", "deltag", "delposts", "rmbranches",
+		"de1user", "DE1USER", "De1User", "DE1ALL", "RMF1LE", "rmF1le",
 		// Destructive tool names.
-		"rimraf", "deltree", "rm -rf", "rm_rf", "shred", "nuke",
+		"rimraf", "deltree", "rm -rf", "rm_rf", "shred", "nuke", "userdel", "USERDEL", "groupdel", "rmdir",
 		// False positives docs/policy.md owns up to: the rule errs towards risk.
-		"presets", "clearance", "dropper", "wipers", "voldemort",
+		"presets", "clearance", "dropper", "wipers", "voldemort", "get_tax_determination", "platformdirs",
+		"modeltrees", "deidata", "list_deleted_items", "count_dropped_packets", "list_voided_invoices",
+		"get_wiped_devices", "count_packet_drops",
 	} {
 		assertDelete(t, spelling)
 	}
@@ -55,22 +71,29 @@ func TestCanonicalVerbDeleteSpellings(t *testing.T) {
 // with diacritics.
 func TestCanonicalVerbDeleteAliasForms(t *testing.T) {
 	forms := map[string][]string{
-		"delete": {"deleting", "deleted", "deletes"}, "remove": {"removing", "removed", "removes"},
-		"destroy": {"destroying", "destroyed", "destroys"}, "purge": {"purging", "purged", "purges"},
-		"drop": {"dropping", "dropped", "drops"}, "truncate": {"truncating", "truncated", "truncates"},
-		"rm": {}, "rmdir": {"rmdiring", "rmdired", "rmdirs"}, "erase": {"erasing", "erased", "erases"},
+		"delete":  {"deleting", "deleted", "deletes", "deletion", "deletions"},
+		"remove":  {"removing", "removed", "removes", "removal", "removals"},
+		"destroy": {"destroying", "destroyed", "destroys", "destruction", "destructions"},
+		"purge":   {"purging", "purged", "purges"}, "drop": {"dropping", "dropped", "drops"},
+		"truncate": {"truncating", "truncated", "truncates", "truncation", "truncations"},
+		"rm":       {}, "rmdir": {"rmdiring", "rmdired", "rmdirs"},
+		"erase":  {"erasing", "erased", "erases", "erasure", "erasures"},
 		"unlink": {"unlinking", "unlinked", "unlinks"}, "wipe": {"wiping", "wiped", "wipes"},
-		"del": {"deleting", "deled", "dels"}, "terminate": {"terminating", "terminated", "terminates"},
-		"shred": {"shredding", "shredded", "shreds"}, "expunge": {"expunging", "expunged", "expunges"},
-		"evict": {"evicting", "evicted", "evicts"}, "prune": {"pruning", "pruned", "prunes"},
-		"void": {"voiding", "voided", "voids"}, "nuke": {"nuking", "nuked", "nukes"},
-		"obliterate":   {"obliterating", "obliterated", "obliterates"},
+		"del":       {"deleting", "deled", "dels"},
+		"terminate": {"terminating", "terminated", "terminates", "termination", "terminations"},
+		"shred":     {"shredding", "shredded", "shreds"},
+		"expunge":   {"expunging", "expunged", "expunges", "expungement", "expungements"},
+		"evict":     {"evicting", "evicted", "evicts", "eviction", "evictions"},
+		"prune":     {"pruning", "pruned", "prunes"},
+		"void":      {"voiding", "voided", "voids"}, "nuke": {"nuking", "nuked", "nukes"},
+		"obliterate":   {"obliterating", "obliterated", "obliterates", "obliteration", "obliterations"},
 		"deprovision":  {"deprovisioning", "deprovisioned", "deprovisions"},
 		"decommission": {"decommissioning", "decommissioned", "decommissions"},
 		"uninstall":    {"uninstalling", "uninstalled", "uninstalls"}, "flush": {"flushing", "flushed", "flushes"},
 		"clear": {"clearing", "cleared", "clears"}, "reset": {"resetting", "reset", "resets"},
 		"discard": {"discarding", "discarded", "discards"}, "trash": {"trashing", "trashed", "trashes"},
 		"rimraf": {"rimrafing", "rimrafed"}, "rmrf": {"rmrfing"}, "deltree": {"deltreeing", "deltreed"},
+		"userdel": {"userdels"}, "groupdel": {"groupdels"},
 	}
 	for alias, canon := range verbAliases {
 		if canon != "delete" {
@@ -130,11 +153,29 @@ func TestCanonicalVerbNotDelete(t *testing.T) {
 		{"read", "aws/s3_list", "read"},
 		{"get_rms", "", "read"},
 		{"dei", "", "update"},
+		{"read", "hr/dei_data", "read"}, // dei and data are two words: no del before data
+		{"read", "hr/DEI_DATA", "read"},
+		// userdel and groupdel are not looked for inside words.
+		{"read", "azure/getuserdelegationkey", "read"},
+		{"read", "azure/GETUSERDELEGATIONKEY", "read"},
+		{"read", "shop/groupdelivery", "read"},
+		{"read", "net/userdelay", "read"},
+		// rm and del lead only before exactly a listed word.
+		{"read", "x/delfoo", "read"},
+		{"read", "x/rmstuff", "read"},
+		{"read", "x/bulkdeluser", "read"},
+		{"read", "x/de luser", "read"},
+		{"read", "x/de1 user", "read"},
+		{"read", "net/packet_loss", "read"},
 		// Not recognised (docs/policy.md says so).
 		{"löschen", "", "update"},
 		{"supprimer", "", "update"},
 		{"удалить", "", "update"},
 		{"eradicate", "", "update"},
+		{"eradication", "", "update"},
+		{"eliminate", "", "update"},
+		{"elimination", "", "update"},
+		{"teardown", "", "update"},
 		{"scrub", "", "update"},
 		{"bulkde lete", "", "update"},
 		{"sent", "", "update"},
@@ -144,6 +185,22 @@ func TestCanonicalVerbNotDelete(t *testing.T) {
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, CanonicalVerb(c.verb, c.ability, "recoverable"), "verb %q ability %q", c.verb, c.ability)
+	}
+}
+
+// TestCanonicalVerbNotDeleteAnyCase: words that start with rm or del, or
+// have them inside, stay non-delete in any case: rm and del lead a delete
+// only before exactly a listed word.
+func TestCanonicalVerbNotDeleteAnyCase(t *testing.T) {
+	for _, w := range []string{
+		"delta", "delivery", "deliver", "delegate", "delight", "delay", "delicate", "deluxe", "delusion",
+		"delist", "deli", "dells", "rmb", "rms", "rmi", "rmse", "format", "alarm", "armor", "farm", "term",
+		"model", "yodel", "dei", "deity",
+	} {
+		for _, s := range []string{w, strings.ToUpper(w), strings.ToUpper(w[:1]) + w[1:]} {
+			assert.Equal(t, "read", CanonicalVerb("read", "x/"+s, "recoverable"), "ability x/%q", s)
+			assert.Equal(t, "update", CanonicalVerb(s, "x/y", "recoverable"), "verb %q", s)
+		}
 	}
 }
 
