@@ -250,9 +250,16 @@ func TestBatcherDeadline(t *testing.T) {
 			go func() { _, err := b.Evaluate(t.Context(), json.RawMessage(`"x"`)); errs <- err }()
 		}
 		require.NoError(t, <-first)
-		within(t, start, <-errs) // the member leaves; its leader is still in the query
+		within(t, start, <-errs) // one leaves at its deadline while the query is stuck
 		close(s.release)
-		assert.NoError(t, <-errs, "the leader gets the result its sender returned")
+		// The other is the leader. When its deadline is the batch's latest it
+		// sent the query itself and gets the result its sender returned;
+		// otherwise the query went out on a goroutine of its own and the
+		// leader left at its deadline too. Which it is depends on which of
+		// the two arrived first, by nanoseconds.
+		if err := <-errs; err != nil {
+			within(t, start, err)
+		}
 		assertIdle(t, b)
 	})
 }
