@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"syscall"
 	"testing"
@@ -151,4 +153,27 @@ func TestFlagPlaceholders(t *testing.T) {
 			assert.NotContains(t, usages, "`")
 		})
 	}
+}
+
+// TestOPAEvalsCountFailedRuns: a baseline run that fails is counted as an
+// error and the others still time; only a baseline without one success
+// fails.
+func TestOPAEvalsCountFailedRuns(t *testing.T) {
+	dir := t.TempDir()
+	counter := filepath.Join(dir, "n")
+	fake := filepath.Join(dir, "opa")
+	script := `#!/bin/sh
+n=$(cat ` + counter + ` 2>/dev/null || echo 0); echo $((n+1)) > ` + counter + `
+if [ $((n % 3)) -eq 0 ]; then echo "starved" >&2; exit 1; fi
+echo '{"result":[{"expressions":[{"value":{"decision":"allow","rule":"svc.policy/default_allow","reason":"ok"}}]}]}'
+`
+	require.NoError(t, os.WriteFile(fake, []byte(script), 0o700))
+	eval := engine.NewEvalEvaluator(fake, dir, 10*time.Second)
+	r, err := opaEvals(t.Context(), eval, []byte(`{}`), 1, 9)
+	require.NoError(t, err)
+	assert.Equal(t, 3, r.errors)
+	assert.Len(t, r.latencies, 6)
+
+	_, err = opaEvals(t.Context(), engine.NewEvalEvaluator(filepath.Join(dir, "missing"), dir, 10*time.Second), []byte(`{}`), 2, 4)
+	assert.ErrorContains(t, err, "no run succeeded (4 errors")
 }
