@@ -55,9 +55,12 @@ type batchSender func(ctx context.Context, inputs []json.RawMessage) []batchResu
 // batch leaves its result behind. A batch query is bounded by the latest
 // deadline of its callers, so that a leader with little time left does not
 // cut short the others; it is sent on the leader's goroutine when the
-// leader's deadline is that latest one (always when it is alone), else on a
-// goroutine of its own that holds the slot until the query returns, while
-// the leader waits for its result like the others. A caller that leaves
+// leader's deadline is that latest one (always when it is alone, so an idle
+// engine adds no goroutine), else on a goroutine of its own that holds the
+// slot until the query returns, while the leader waits for its result like
+// the others. Under load the lead passes to the oldest queued call, whose
+// deadline is the earliest, so batches mostly take the goroutine: one per
+// batch in flight, at most one per slot. A caller that leaves
 // with the lead hands it on, so no slot is lost. Cancellation of a caller's
 // context is not consulted: a caller that left on it would strand the batch
 // it leads.
@@ -133,8 +136,9 @@ func (b *batcher) await(ctx context.Context, c *batchCall) (Verdict, error) {
 
 // leave ends a call whose time is up: out of the queue if it is still
 // there; else with the result that has just come in, or without the one of
-// the batch in flight (it is dropped into the call's buffer), or by handing
-// on the lead it was just given.
+// the batch in flight, whether it rides in it or leads it from a goroutine
+// (the result is dropped into the call's buffer), or by handing on the lead
+// it was just given.
 func (b *batcher) leave(c *batchCall) (Verdict, error) {
 	b.mu.Lock()
 	if i := slices.Index(b.queue, c); i >= 0 {
@@ -207,8 +211,8 @@ func (b *batcher) answer(ctx context.Context, batch []*batchCall, deadline time.
 }
 
 // sendBatch sends the inputs of batch, bounded by deadline. A panic in the
-// sender (an evaluator bug) fails the batch rather than stranding the
-// followers and the slot.
+// sender, or an answer without one result per input (evaluator bugs), fails
+// the batch rather than stranding the followers and the slot.
 func (b *batcher) sendBatch(ctx context.Context, batch []*batchCall, deadline time.Time) (results []batchResult) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -221,7 +225,11 @@ func (b *batcher) sendBatch(ctx context.Context, batch []*batchCall, deadline ti
 	}
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	return b.send(sctx, inputs)
+	results = b.send(sctx, inputs)
+	if len(results) != len(batch) {
+		return failAll(len(batch), fmt.Errorf("evaluate %s: %d results for %d inputs", opaQuery, len(results), len(batch)))
+	}
+	return results
 }
 
 // release passes the caller's slot to the oldest queued call, or frees it.

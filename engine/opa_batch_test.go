@@ -527,3 +527,30 @@ func TestEvaluateBatchExactMembers(t *testing.T) {
 		})
 	}
 }
+
+// TestBatcherShortAnswerFailsTheBatch: a sender that returns fewer results
+// than inputs (an evaluator bug) fails every call of the batch instead of
+// panicking, on the leader's goroutine or its own.
+func TestBatcherShortAnswerFailsTheBatch(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	send := func(ctx context.Context, inputs []json.RawMessage) []batchResult {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return make([]batchResult, len(inputs)-1)
+	}
+	b := newBatcher(send, 1, 4, time.Minute)
+	errs := make(chan error, 3)
+	go func() { _, err := b.Evaluate(t.Context(), json.RawMessage(`"first"`)); errs <- err }()
+	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.running == 1 }, 5*time.Second, time.Millisecond)
+	for range 2 {
+		go func() { _, err := b.Evaluate(t.Context(), json.RawMessage(`"x"`)); errs <- err }()
+	}
+	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 2 }, 5*time.Second, time.Millisecond)
+	close(release)
+	for range 3 {
+		assert.ErrorContains(t, <-errs, "results for")
+	}
+	assertIdle(t, b)
+}
