@@ -18,7 +18,9 @@ import (
 
 // Syslog transport timing. Reconnection after a failed dial or a broken
 // connection backs off exponentially from minBackoff to maxBackoff; a
-// successful write resets it.
+// successful write on a connection that has lived healthyAfter resets it,
+// so an endpoint that accepts and soon closes (a balancer without a
+// backend) is dialled less and less often.
 //
 // A collector that accepts but stops reading makes a write time out (a
 // stall). Every new connection to it would take in another kernel buffer's
@@ -35,6 +37,7 @@ const (
 	stallBackoff    = 10 * time.Second
 	maxStallBackoff = 5 * time.Minute
 	stallForgiven   = time.Minute
+	healthyAfter    = time.Second
 	sendAttempts    = 3
 	// pendingReadWait bounds reading what a collector sent us, e.g. TLS 1.3
 	// session tickets once per connection.
@@ -57,13 +60,14 @@ type syslogSink struct {
 	msgLimit int // room for MSG within SyslogConfig.MaxMessage
 	tls      *tls.Config
 
-	conn     net.Conn
-	backoff  time.Duration
-	stalls   int       // stalled connections in a row
-	okSince  time.Time // first successful write since the last stall
-	nextDial time.Time
-	msg      []byte
-	frame    []byte
+	conn      net.Conn
+	backoff   time.Duration
+	connected time.Time // when conn was dialled
+	stalls    int       // stalled connections in a row
+	okSince   time.Time // first successful write since the last stall
+	nextDial  time.Time
+	msg       []byte
+	frame     []byte
 }
 
 func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
@@ -181,10 +185,13 @@ func (s *syslogSink) send(ctx context.Context, frame []byte) error {
 	return err
 }
 
-// wrote notes a successful write: the backoff is reset, and a series of
-// stalls ends once writes have succeeded for stallForgiven since the last.
+// wrote notes a successful write: the backoff is reset once the connection
+// has lived healthyAfter, and a series of stalls ends once writes have
+// succeeded for stallForgiven since the first success after the last.
 func (s *syslogSink) wrote() {
-	s.backoff = 0
+	if time.Since(s.connected) >= healthyAfter {
+		s.backoff = 0
+	}
 	if s.stalls == 0 {
 		return
 	}
@@ -198,16 +205,21 @@ func (s *syslogSink) wrote() {
 }
 
 // stalled drops a connection whose collector stopped reading and puts off
-// the next dial by the stall backoff.
+// the next dial by the stall pause; the ordinary backoff is left as it is.
 func (s *syslogSink) stalled() {
-	s.close()
+	s.abandon()
 	s.stalls, s.okSince = s.stalls+1, time.Time{}
+	s.nextDial = time.Now().Add(stallPause(s.stalls))
+}
+
+// stallPause is the wait before dialling again after the n-th stall in a
+// row: stallBackoff, doubling, at most maxStallBackoff.
+func stallPause(n int) time.Duration {
 	b := stallBackoff
-	for i := 1; i < s.stalls && b < maxStallBackoff; i++ {
+	for i := 1; i < n && b < maxStallBackoff; i++ {
 		b *= 2
 	}
-	s.backoff = min(b, maxStallBackoff)
-	s.nextDial = time.Now().Add(s.backoff)
+	return min(b, maxStallBackoff)
 }
 
 func (s *syslogSink) connect(ctx context.Context) error {
@@ -234,7 +246,7 @@ func (s *syslogSink) connect(ctx context.Context) error {
 		s.scheduleReconnect()
 		return fmt.Errorf("connect to syslog %s over %s: %w", s.address, s.protocol, err)
 	}
-	s.conn = conn
+	s.conn, s.connected = conn, time.Now()
 	return nil
 }
 
@@ -313,8 +325,19 @@ func (s *syslogSink) consumePending() bool {
 }
 
 func (s *syslogSink) disconnect() {
-	s.close()
+	s.abandon()
 	s.scheduleReconnect()
+}
+
+// abandon closes a broken or stalled connection at once. A TLS connection
+// is closed under its TLS layer: a close_notify alert would wait on a full
+// send buffer for up to 5 s, holding the worker past the drain timeout.
+func (s *syslogSink) abandon() {
+	if tc, ok := s.conn.(*tls.Conn); ok {
+		_ = tc.NetConn().Close()
+		s.conn = nil
+	}
+	s.close()
 }
 
 func (s *syslogSink) scheduleReconnect() {

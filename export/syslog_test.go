@@ -84,30 +84,91 @@ func TestSyslogStalledCollectorIsNotRedialledAtOnce(t *testing.T) {
 	assert.Equal(t, 1, stuck.Accepted(), "no dial while draining at shutdown")
 }
 
+// TestSyslogStalledTLSCollectorClosesAtOnce: a TLS collector that completes
+// the handshake and never reads stalls like a TCP one, and its connection
+// is dropped at once (no close_notify waiting on a full buffer), so Close
+// keeps to the drain timeout and every event is accounted for.
+func TestSyslogStalledTLSCollectorClosesAtOnce(t *testing.T) {
+	defer func(d time.Duration) { writeTimeout = d }(writeTimeout)
+	writeTimeout = 150 * time.Millisecond
+	ca, cert, key := writeTestPKI(t, t.TempDir())
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
+			_ = tc.Handshake() // then never read
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	ex := newTestExporter(t, Config{DrainTimeout: 200 * time.Millisecond, Syslog: SyslogConfig{
+		Enabled: true, Address: l.Addr().String(), Protocol: ProtocolTLS, TLSCA: ca, QueueSize: 64,
+	}})
+	ev := engine.Event{Type: engine.EventDecision, Body: fullDecision()}
+	var published uint64
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); published++ {
+		ex.Publish(ev)
+		time.Sleep(time.Millisecond)
+	}
+	require.Positive(t, ex.Stats().Syslog.Dropped, "the collector stalled")
+	start := time.Now()
+	require.NoError(t, ex.Close())
+	assert.Less(t, time.Since(start), time.Second, "Close keeps to the drain timeout")
+	assertAccounted(t, ex.Stats().Syslog, published)
+}
+
 // TestSyslogStallBackoffSeries: stalls in a row put the next dial off
-// longer and longer, up to maxStallBackoff; an ordinary break after a
-// successful write is redialled at once as usual, and writes that succeed
-// for stallForgiven since the last stall end the series.
+// longer and longer, up to maxStallBackoff, without touching the ordinary
+// backoff; writes that succeed for stallForgiven end the series; and the
+// ordinary backoff is reset only by a write on a connection that has lived
+// healthyAfter, so an endpoint that accepts and soon closes is dialled less
+// and less often.
 func TestSyslogStallBackoffSeries(t *testing.T) {
+	assert.Equal(t, []time.Duration{stallBackoff, 2 * stallBackoff, 4 * stallBackoff, maxStallBackoff},
+		[]time.Duration{stallPause(1), stallPause(2), stallPause(3), stallPause(20)})
+	pause := func(s *syslogSink) time.Duration { return time.Until(s.nextDial).Round(time.Second) }
+
 	s := &syslogSink{}
 	s.stalled()
-	assert.Equal(t, stallBackoff, s.backoff)
 	s.stalled()
-	assert.Equal(t, 2*stallBackoff, s.backoff)
+	assert.Equal(t, 2*stallBackoff, pause(s))
+	s.connected = time.Now().Add(-healthyAfter)
 	s.wrote()
 	s.disconnect()
 	assert.Equal(t, minBackoff, s.backoff, "an ordinary break after a stall is redialled soon")
 	s.stalled()
-	assert.Equal(t, 4*stallBackoff, s.backoff, "the series goes on")
+	assert.Equal(t, 4*stallBackoff, pause(s), "the series goes on")
 	s.wrote()
 	s.okSince = s.okSince.Add(-stallForgiven)
 	s.wrote()
 	s.stalled()
-	assert.Equal(t, stallBackoff, s.backoff, "a minute of successful writes ended the series")
-	for range 10 {
-		s.stalled()
+	assert.Equal(t, stallBackoff, pause(s), "a minute of successful writes ended the series")
+
+	young := &syslogSink{}
+	for range 4 { // accepted, written to at once, closed by the peer
+		young.connected = time.Now()
+		young.wrote()
+		young.disconnect()
 	}
-	assert.Equal(t, maxStallBackoff, s.backoff)
+	assert.Equal(t, 8*minBackoff, young.backoff, "young connections do not reset the backoff")
 }
 
 // fillUntilStuck keeps the queue topped up until the worker has made no
