@@ -8,11 +8,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,7 +60,11 @@ func newBenchCommand() *cobra.Command {
 			if p.procs > 0 {
 				runtime.GOMAXPROCS(p.procs)
 			}
-			return runBench(c.Context(), p, c.OutOrStdout())
+			// Interrupted, the runs end and the baseline's opa processes and
+			// policy copy are cleaned up, rather than left behind.
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runBench(ctx, p, c.OutOrStdout())
 		},
 	}
 	// pflag takes a usage's first `quoted` word as the placeholder of the
@@ -310,7 +317,7 @@ type httpDecider struct{ b *benchClient }
 func (h httpDecider) decide(ctx context.Context, envelope []byte) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.b.p.url+"/v1/decide", bytes.NewReader(envelope))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("request to %s: the URL does not parse", redactURL(h.b.p.url))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if h.b.p.token != "" {

@@ -38,7 +38,7 @@ type rawTarget struct {
 func newRawTarget(base, token string) (*rawTarget, error) {
 	u, err := url.Parse(base + "/v1/decide")
 	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("bench: %q is not an http:// base URL", base)
+		return nil, fmt.Errorf("bench: %q is not an http:// base URL", redactURL(base))
 	}
 	if strings.ContainsFunc(token, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return nil, errors.New("bench: the token holds a control character")

@@ -152,7 +152,7 @@ func opaEvals(ctx context.Context, eval *engine.EvalEvaluator, input []byte, n, 
 		return r
 	})
 	out.maxRSS = -1
-	if len(out.latencies) == 0 {
+	if len(out.latencies) == 0 && ctx.Err() == nil {
 		return out, fmt.Errorf("bench: opa eval: no run succeeded (%d errors, the last: %w)", out.errors, out.lastErr)
 	}
 	return out, ctx.Err()

@@ -177,3 +177,19 @@ echo '{"result":[{"expressions":[{"value":{"decision":"allow","rule":"svc.policy
 	_, err = opaEvals(t.Context(), engine.NewEvalEvaluator(filepath.Join(dir, "missing"), dir, 10*time.Second), []byte(`{}`), 2, 4)
 	assert.ErrorContains(t, err, "no run succeeded (4 errors")
 }
+
+// TestRedactURL: a password never reaches a message, also from a URL that
+// does not parse.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:8080":                  "http://127.0.0.1:8080",
+		"http://user:secret@127.0.0.1:8080":      "http://user:xxxxx@127.0.0.1:8080",
+		"http://user:secret@127.0.0.1:19120/%zz": "…@127.0.0.1:19120/%zz",
+		"http://user:secret@":                    "…@",
+		"user:secret@host:1/%zz":                 "…@host:1/%zz",
+		"not a url":                              "not a url",
+	} {
+		got := redactURL(in)
+		assert.Equal(t, want, got, in)
+	}
+}

@@ -122,18 +122,13 @@ func (p *parser) seconds(key string, lo, hi time.Duration) time.Duration {
 	return d
 }
 
+// boolean reads a true/false setting. Every boolean has a default, so an
+// unset one reads as that; a blank value (a settings file's "freeze: \"\"",
+// a variable of spaces) is refused like any other word, rather than read as
+// false: for SVC_SYSLOG_TLS_VERIFY that would turn certificate checks off,
+// and for SVC_FREEZE override a settings file's freeze.
 func (p *parser) boolean(key string) bool {
-	return p.booleanOr(key, false)
-}
-
-// booleanOr is boolean with def for an empty value (as a settings file can
-// give one: "syslog_tls_verify:"), so that an empty safety setting keeps
-// its safe default instead of reading as false.
-func (p *parser) booleanOr(key string, def bool) bool {
 	s := strings.ToLower(p.str(key))
-	if s == "" {
-		return def
-	}
 	switch s {
 	case "true", "1", "yes", "on":
 		return true
@@ -203,7 +198,7 @@ func readExport(v *viper.Viper) (export.Config, error) {
 			Format:                p.str("syslog_format"),
 			Facility:              p.str("syslog_facility"),
 			TLSCA:                 p.str("syslog_tls_ca"),
-			TLSInsecureSkipVerify: !p.booleanOr("syslog_tls_verify", true),
+			TLSInsecureSkipVerify: !p.boolean("syslog_tls_verify"),
 			MaxMessage:            int(p.integer("syslog_max_message", export.MinMaxMessage, export.MaxMaxMessage)),
 		},
 		Webhook: export.WebhookConfig{
@@ -251,7 +246,7 @@ func (p *parser) check(c Config) {
 	}
 	if c.OPAURL != "" {
 		if u, err := url.Parse(c.OPAURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", c.OPAURL)
+			p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", redactURL(c.OPAURL))
 		}
 	}
 	if err := c.Gate.Validate(); err != nil {

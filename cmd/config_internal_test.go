@@ -108,14 +108,22 @@ func TestLoadConfigReportsExportProblemsTogether(t *testing.T) {
 }
 
 // testViper is the serve configuration with the given keys set.
-// An empty syslog_tls_verify (a settings file's "syslog_tls_verify:") keeps
-// verifying the collector; only an explicit false turns it off.
-func TestLoadConfigEmptyTLSVerifyKeepsVerifying(t *testing.T) {
-	for value, skip := range map[string]bool{"": false, "true": false, "false": true, "OFF": true} {
-		cfg, err := loadConfig(testViper(map[string]string{"syslog_tls_verify": value}))
-		require.NoError(t, err, "value %q", value)
-		assert.Equal(t, skip, cfg.Export.Syslog.TLSInsecureSkipVerify, "value %q", value)
+// A blank boolean (a settings file's empty string, a variable of spaces)
+// is refused, never read as false: an empty syslog_tls_verify would turn
+// collector certificate checks off, a blank freeze would unfreeze.
+func TestLoadConfigBlankBooleanRefused(t *testing.T) {
+	for _, key := range []string{"syslog_tls_verify", "freeze", "syslog_enabled"} {
+		for _, value := range []string{"", "  "} {
+			_, err := loadConfig(testViper(map[string]string{key: value}))
+			assert.ErrorContains(t, err, "SVC_"+strings.ToUpper(key)+": must be true or false", "%s=%q", key, value)
+		}
 	}
+	cfg, err := loadConfig(testViper(map[string]string{"syslog_tls_verify": "OFF"}))
+	require.NoError(t, err)
+	assert.True(t, cfg.Export.Syslog.TLSInsecureSkipVerify)
+	cfg, err = loadConfig(testViper(nil))
+	require.NoError(t, err)
+	assert.False(t, cfg.Export.Syslog.TLSInsecureSkipVerify, "verifying is the default")
 }
 
 func testViper(set map[string]string) *viper.Viper {

@@ -87,8 +87,8 @@ func askEngine(ctx context.Context, cl *client, envelope []byte) (engine.Decisio
 		return d, status, err
 	}
 	if merr := exactDecisionMember(raw); merr != nil {
-		if err != nil { // a non-2xx answer: its own error says most
-			return d, status, fmt.Errorf("%w (answer refused: %v)", err, merr)
+		if err != nil { // a non-2xx answer: its status says most; its body, ambiguous, is not printed
+			return d, status, fmt.Errorf("%v (answer refused: %w)", err, merr)
 		}
 		return d, status, fmt.Errorf("engine answer refused (answered %d): %w", status, merr)
 	}

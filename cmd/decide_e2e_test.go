@@ -489,6 +489,8 @@ func TestDecideCLIReadsTheDecisionExactly(t *testing.T) {
 		{"long s", `{"decision":"deny","deci` + "\u017f" + `ion":"allow"}`, 200, 3, "spelled another way"},
 		{"duplicate in a refusal", `{"error":"invalid_envelope","decision":"deny","decision":"allow"}`, 400, 3,
 			"names decision twice"},
+		{"duplicate in a proxy's error", `{"decision":"deny","decision":"allow","decision_id":"x"}`, 502, 3,
+			"names decision twice"},
 		{"refusal", `{"error":"invalid_envelope","decision":"deny","rule":"svc.core/invalid_request"}`, 400, 1, ""},
 		{"nested decision is no member", `{"x":{"decision":"allow"},"decision":"deny"}`, 200, 1, ""},
 		{"full-width name is another member", `{"decision":"deny","ｄecision":"allow"}`, 200, 1, ""},
@@ -506,8 +508,8 @@ func TestDecideCLIReadsTheDecisionExactly(t *testing.T) {
 			cmd := exec.Command(svcBin, "decide")
 			cmd.Env = environ(map[string]string{"SVC_CORE_URL": engine.URL})
 			cmd.Stdin = strings.NewReader(string(mustJSON(t, envelope(nil))))
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
 			code := 0
 			if ee, ok := err.(*exec.ExitError); ok {
@@ -517,6 +519,9 @@ func TestDecideCLIReadsTheDecisionExactly(t *testing.T) {
 			}
 			assert.Equal(t, c.code, code, stderr.String())
 			assert.Contains(t, stderr.String(), c.stderr)
+			if strings.Contains(c.stderr, "decision twice") || strings.Contains(c.stderr, "spelled another way") {
+				assert.Empty(t, stdout.String(), "an ambiguous answer is not printed, as if it had one decision")
+			}
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/svc-dev/svc/engine"
 )
@@ -64,11 +65,15 @@ func (a *app) managedEvaluator(ctx context.Context, policyDir string) (engine.Ev
 	return srv, nil
 }
 
-// redactURL hides a password in u, for messages.
+// redactURL hides a password in u, for messages. Of a URL that does not
+// parse into a host, everything up to its last "@" is left out, so that a
+// password is never echoed.
 func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return u
+	if p, err := url.Parse(u); err == nil && p.Host != "" {
+		return p.Redacted()
 	}
-	return p.Redacted()
+	if at := strings.LastIndex(u, "@"); at >= 0 {
+		return "…@" + u[at+1:]
+	}
+	return u
 }
