@@ -98,7 +98,7 @@ func TestExportProblemsReportedTogether(t *testing.T) {
 		want []string
 	}{
 		{"missing CA", map[string]string{"SVC_SYSLOG_TLS_CA": "/nonexistent/ca.pem"},
-			[]string{"SVC_SYSLOG_TLS_CA: stat /nonexistent/ca.pem"}},
+			[]string{"SVC_SYSLOG_TLS_CA: open /nonexistent/ca.pem"}},
 		{"CA that is not PEM", map[string]string{"SVC_SYSLOG_TLS_CA": notPEM},
 			[]string{"SVC_SYSLOG_TLS_CA: no PEM certificate in " + notPEM}},
 		{"queue size and syslog", map[string]string{"SVC_SYSLOG_TLS_CA": notPEM, "SVC_WEBHOOK_QUEUE_SIZE": "0",

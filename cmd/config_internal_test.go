@@ -73,7 +73,7 @@ func TestLoadConfigReportsExportProblemsTogether(t *testing.T) {
 			want: []string{`SVC_WEBHOOK_QUEUE_SIZE: must be an integer from 1 to 100000, got "lots"`,
 				`SVC_SYSLOG_PROTOCOL: must be udp, tcp or tls, got "relp"`,
 				"SVC_SYSLOG_ADDRESS: required when SVC_SYSLOG_ENABLED is true",
-				"SVC_SYSLOG_TLS_CA: stat /nonexistent/ca.pem"}},
+				"SVC_SYSLOG_TLS_CA: open /nonexistent/ca.pem"}},
 		{name: "parse errors of every kind",
 			set: map[string]string{"syslog_enabled": "maybe", "syslog_tls_verify": "perhaps", "syslog_max_message": "1024",
 				"webhook_queue_size": "-5", "syslog_tls_ca": notPEM},

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -129,7 +128,7 @@ func caPool(path string) (*x509.CertPool, error) {
 	if path == "" {
 		return pool, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := ReadPEMFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE: %w", err)
 	}

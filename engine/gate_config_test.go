@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,6 +52,9 @@ func TestGateValidate(t *testing.T) {
 	keyPEM := write("key.pem", string(caPEM)+"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
 	badCert := write("bad.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
 	commented := write("bundle.pem", "# operator bundle\n"+string(caPEM))
+	fifo := filepath.Join(dir, "fifo.pem")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	huge := write("huge.pem", string(caPEM)+strings.Repeat("#", MaxPEMFile))
 
 	tests := []struct {
 		name string
@@ -91,6 +96,9 @@ func TestGateValidate(t *testing.T) {
 		{name: "bundle not PEM", edit: func(c *GateConfig) { c.CABundle = notPEM }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
 		{name: "bundle with a key", edit: func(c *GateConfig) { c.CABundle = keyPEM }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
 		{name: "bundle with a bad certificate", edit: func(c *GateConfig) { c.CABundle = badCert }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
+		{name: "bundle a FIFO (no hang)", edit: func(c *GateConfig) { c.CABundle = fifo }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
+		{name: "bundle a device (no unbounded read)", edit: func(c *GateConfig) { c.CABundle = "/dev/zero" }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
+		{name: "bundle over 1 MiB", edit: func(c *GateConfig) { c.CABundle = huge }, want: "SVC_GATE_INTROSPECTION_CA_BUNDLE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

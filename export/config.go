@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/engine"
 )
 
 // Syslog transports and body formats (SVC_SYSLOG_PROTOCOL, SVC_SYSLOG_FORMAT).
@@ -201,24 +202,12 @@ func (c WebhookConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkCAFile checks that path is a readable file holding at least one PEM
-// certificate, as the TLS sender will need when it loads it, so that a bad
-// file is found with the other settings rather than when the sender starts.
-// maxCAFile bounds SVC_SYSLOG_TLS_CA: a bundle of a few hundred
-// certificates, not a device or a runaway file read into memory.
-const maxCAFile = 1 << 20
-
+// checkCAFile checks that path is a regular file of at most
+// engine.MaxPEMFile bytes holding at least one PEM certificate, as the TLS
+// sender will need when it loads it, so that a bad file is found with the
+// other settings rather than when the sender starts.
 func checkCAFile(path string) error {
-	st, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return err // names the path and the cause
-	case !st.Mode().IsRegular():
-		return fmt.Errorf("%s is not a regular file", path)
-	case st.Size() > maxCAFile:
-		return fmt.Errorf("%s is larger than %d bytes", path, maxCAFile)
-	}
-	pem, err := os.ReadFile(path)
+	pem, err := engine.ReadPEMFile(path)
 	if err != nil {
 		return err
 	}

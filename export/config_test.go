@@ -65,7 +65,7 @@ func TestValidate(t *testing.T) {
 			want: "SVC_SYSLOG_MAX_MESSAGE: must be between 2048 and 65507 octets, got 65508"},
 		{name: "tls ca", change: func(c *Config) { c.Syslog.TLSCA = caFile }},
 		{name: "tls ca missing", change: func(c *Config) { c.Syslog.TLSCA = filepath.Join(dir, "nope.pem") },
-			want: "SVC_SYSLOG_TLS_CA: stat " + filepath.Join(dir, "nope.pem")},
+			want: "SVC_SYSLOG_TLS_CA: open " + filepath.Join(dir, "nope.pem")},
 		{name: "tls ca not PEM", change: func(c *Config) { c.Syslog.TLSCA = notPEM },
 			want: "SVC_SYSLOG_TLS_CA: no PEM certificate in " + notPEM},
 		{name: "tls ca a directory", change: func(c *Config) { c.Syslog.TLSCA = dir },
@@ -150,7 +150,7 @@ func TestNewRejectsBadTLSCA(t *testing.T) {
 	tests := []struct {
 		name, ca, want string
 	}{
-		{name: "missing file", ca: filepath.Join(dir, "nope.pem"), want: "SVC_SYSLOG_TLS_CA: stat"},
+		{name: "missing file", ca: filepath.Join(dir, "nope.pem"), want: "SVC_SYSLOG_TLS_CA: open"},
 		{name: "not PEM", ca: notPEM, want: "SVC_SYSLOG_TLS_CA: no PEM certificate in " + notPEM},
 	}
 	for _, tt := range tests {

@@ -119,7 +119,7 @@ func tlsConfig(cfg SyslogConfig) (*tls.Config, error) {
 		roots = x509.NewCertPool()
 	}
 	if cfg.TLSCA != "" {
-		pem, err := os.ReadFile(cfg.TLSCA)
+		pem, err := engine.ReadPEMFile(cfg.TLSCA)
 		if err != nil {
 			return nil, fmt.Errorf("SVC_SYSLOG_TLS_CA: %w", err)
 		}
