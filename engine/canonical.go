@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 
@@ -25,10 +26,10 @@ var verbAliases = buildAliases(map[string][]string{
 	"update": {"update", "edit", "modify", "change", "set", "patch", "put", "write", "rename", "move", "mv",
 		"replace", "upsert", "save", "configure", "config", "enable", "disable", "scale", "assign", "merge",
 		"tag", "chmod", "chown", "grant", "revoke", "import", "sync", "commit", "approve", "lock", "unlock"},
-	"delete": {"delete", "remove", "destroy", "purge", "drop", "truncate", "rm", "rmdir", "erase", "unlink",
-		"wipe", "del", "terminate", "shred", "expunge", "evict", "prune", "void", "nuke", "obliterate",
+	"delete": append([]string{"delete", "remove", "destroy", "purge", "drop", "truncate", "rm", "rmdir", "erase",
+		"unlink", "wipe", "del", "terminate", "shred", "expunge", "evict", "prune", "void", "nuke", "obliterate",
 		"deprovision", "decommission", "uninstall", "flush", "clear", "reset", "discard", "trash", "rimraf",
-		"rmrf", "deltree", "userdel", "groupdel"},
+		"rmrf", "deltree", "userdel", "groupdel"}, commandAliases...),
 	"execute": {"execute", "exec", "run", "deploy", "apply", "invoke", "call", "launch", "start", "stop",
 		"restart", "reboot", "shutdown", "spawn", "shell", "bash", "sh", "eval", "trigger", "install",
 		"migrate", "rollback", "build", "kill", "sudo", "script", "command", "cmd", "release", "rollout"},
@@ -234,11 +235,11 @@ const minInflected = 3
 // inflectedAliases maps the -ing and -ed forms of the aliases to the
 // riskiest of their verbs ("reading", "updating", "copied"). Plurals are
 // left out: outside delete, aliases are nouns as often as verbs ("orders",
-// "messages", "views").
+// "messages", "views"); so are command names, which are not inflected.
 var inflectedAliases = func() map[string]string {
 	out := map[string]string{}
 	for w, canon := range verbAliases {
-		if len(w) < minInflected {
+		if len(w) < minInflected || slices.Contains(commandAliases, w) {
 			continue
 		}
 		for _, f := range inflections(w, false) {
@@ -272,6 +273,15 @@ func inflections(alias string, plural bool) []string {
 // "db/DROP-table"), after dropping the marks that would split
 // "d\u0335elete" (bare) and skipping spacing marks inside words.
 func words(s string, inWord func(rune) bool, boundary func([]rune, int) bool) []string {
+	out := splitWords(s, inWord, boundary)
+	for i, w := range out {
+		out[i] = undiacritic(Fold(w))
+	}
+	return out
+}
+
+// splitWords is words before folding: each word as spelled, in its case.
+func splitWords(s string, inWord func(rune) bool, boundary func([]rune, int) bool) []string {
 	if !printableASCII(s) {
 		s = bare(s)
 	} else {
@@ -281,7 +291,7 @@ func words(s string, inWord func(rune) bool, boundary func([]rune, int) bool) []
 	var cur []rune
 	flush := func() {
 		if len(cur) > 0 {
-			out = append(out, undiacritic(Fold(string(cur))))
+			out = append(out, string(cur))
 			cur = cur[:0]
 		}
 	}

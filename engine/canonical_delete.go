@@ -14,12 +14,18 @@ import (
 
 // namesDelete reports whether a verb or ability name spells a delete,
 // either in its folded words ws or in their skeletons, where digits and
-// symbols that stand for letters read as those letters. A name with such
+// symbols that stand for letters read as those letters; in a name that
+// reads (readsOnly), nouns of deletion do not count. A name with such
 // stand-ins is also split again with them inside words (skeletonBoundary):
 // in ws symbols separate words, and an upper-case letter after a digit
-// starts one ("DR0PTABLE" → DR0, PTABLE).
+// starts one ("DR0PTABLE" → DR0, PTABLE). A word so split that mixes
+// cases is matched at its start only (mixedCase).
 func namesDelete(name string, ws []string) bool {
-	if plainDeletes.in(ws) || skeletonDeletes.in(skeletons(ws)) {
+	d := deletes
+	if readsOnly(ws) {
+		d = deletesInReads
+	}
+	if d.plain.in(ws, nil) || d.skeletal.in(skeletons(ws), nil) {
 		return true
 	}
 	if !printableASCII(name) {
@@ -28,7 +34,41 @@ func namesDelete(name string, ws []string) bool {
 	if !strings.ContainsFunc(name, isStandIn) {
 		return false
 	}
-	return skeletonDeletes.in(skeletons(words(name, isSkeletonRune, skeletonBoundary)))
+	split := splitWords(name, isSkeletonRune, skeletonBoundary)
+	atStart := make([]bool, len(split))
+	for i, w := range split {
+		atStart[i] = mixedCase(w)
+		split[i] = skeleton(undiacritic(Fold(w)))
+	}
+	return d.skeletal.in(split, atStart)
+}
+
+// readsOnly reports whether a name says it reads: it has a read alias and
+// none riskier than update, which beside a read is a noun as often
+// ("get_tls_termination_config"). Its nouns of deletion name what is
+// read, a feature or a setting as often as an act. Beside update alone
+// they count: a name that changes a deletion may carry it out
+// ("approve_deletion", "commit_removal", "sync_deletions").
+func readsOnly(ws []string) bool {
+	reads, risk := false, 0
+	for _, w := range ws {
+		if canon, ok := verbAliases[w]; ok {
+			reads = reads || canon == "read"
+			risk = max(risk, verbRisk[canon])
+		}
+	}
+	return reads && risk <= verbRisk["update"]
+}
+
+// mixedCase reports whether a word has upper- and lower-case letters. Its
+// case then marks where the words run together in it start, and a capital
+// after a digit starts one ("getLayer4Settings" holds no erase, nor
+// "getTier3Settings" a reset): only a match at its start counts, which is
+// where a stand-in in its first word puts one ("De1User"). A word in one
+// case says nothing by its case and reads as its lower-case spelling does
+// ("BULKD3LETE" as "bulkd3lete").
+func mixedCase(w string) bool {
+	return strings.ContainsFunc(w, unicode.IsUpper) && strings.ContainsFunc(w, unicode.IsLower)
 }
 
 func skeletons(ws []string) []string {
@@ -41,7 +81,8 @@ func skeletons(ws []string) []string {
 
 // skeletonBoundary is camelBoundary where a digit or symbol stands for a
 // letter of the word it is in, and so ends no word: "DR0PTABLE" and
-// "De1User" are one word, as "dr0ptable" and "de1user" are.
+// "De1User" are one word, as "dr0ptable" and "de1user" are (but see
+// mixedCase).
 func skeletonBoundary(runes []rune, i int) bool {
 	return !isStandIn(runes[i-1]) && camelBoundary(runes, i)
 }
@@ -67,9 +108,21 @@ var compounds = []string{"dropbox", "dropcap", "dropdown", "droplet", "dropoff",
 // make it a delete ("rmtree", "deluser", "DELALL"), as do their plurals,
 // the verb aliases and theirs, and leadFlags (leadTails).
 var leadObjects = []string{
-	"account", "all", "backup", "branch", "bucket", "cache", "data", "db", "dir", "disk", "file", "group",
-	"index", "instance", "item", "key", "log", "node", "obj", "object", "pod", "record", "repo", "row",
-	"snapshot", "table", "tag", "tree", "user", "vm", "volume",
+	"account", "all", "attr", "backup", "branch", "bucket", "cache", "col", "column", "container", "data", "db",
+	"dir", "disk", "doc", "entry", "field", "file", "folder", "group", "image", "index", "instance", "item",
+	"job", "key", "log", "msg", "node", "obj", "object", "path", "pod", "policy", "project", "record", "repo",
+	"role", "row", "secret", "snapshot", "table", "tag", "tree", "user", "vm", "volume",
+}
+
+// commandAliases are the delete aliases that are command names: Redis's
+// hdel, xdel, getdel, srem, zrem, lrem and zremrange*, Python's delattr,
+// FTP's dele and rmd. They count as words and as pieces that join into
+// one ("ZRem", "__delattr__"), but have no inflections or skeletons, lead
+// no word and are not looked for inside one: "1rem" and "irem" are no
+// lrem, "xdelta" no xdel, "de1e" no dele.
+var commandAliases = []string{
+	"hdel", "xdel", "getdel", "srem", "zrem", "lrem", "zremrangebyscore", "zremrangebyrank", "zremrangebylex",
+	"delattr", "dele", "rmd",
 }
 
 // leadFlags are the options of rm that its run-together spellings carry
@@ -81,6 +134,11 @@ var leadFlags = []string{"r", "rf"}
 var irregularNouns = map[string][]string{
 	"remove": {"removal"}, "erase": {"erasure"}, "destroy": {"destruction"}, "expunge": {"expungement"},
 }
+
+// wordNouns are the nouns of deletion that count as words only, not
+// inside longer ones: they name a feature as often as an act ("TLS
+// termination", "context truncation"), and "determination" holds one.
+var wordNouns = []string{"termination", "truncation"}
 
 // deleteSpelling recognises the delete aliases in the words of a name as
 // spelled in one form: folded, or skeletons of folded words. Only delete's
@@ -98,26 +156,43 @@ type deleteSpelling struct {
 	tails     map[string]bool // leadTails
 }
 
-// plainDeletes recognises the aliases in folded words; skeletonDeletes in
-// skeletons, where aliases shorter than leadingAlias only lead words
-// before a leadTails word ("de1user"): "de1" and "dei" are no del.
+// deleteSpellings are the spellings of a delete in folded words (plain)
+// and in their skeletons (skeletal): deletes all of them, deletesInReads
+// all but the nouns of deletion, for names that read (readsOnly).
+type deleteSpellings struct{ plain, skeletal *deleteSpelling }
+
 var (
-	plainDeletes    = newDeleteSpelling(func(s string) string { return s }, 1)
-	skeletonDeletes = newDeleteSpelling(skeleton, leadingAlias)
+	deletes        = deleteSpellings{newDeleteSpelling(false, true), newDeleteSpelling(true, true)}
+	deletesInReads = deleteSpellings{newDeleteSpelling(false, false), newDeleteSpelling(true, false)}
 )
 
-func newDeleteSpelling(key func(string) string, minLen int) *deleteSpelling {
+// newDeleteSpelling builds the spellings in folded words or, when
+// skeletal, in their skeletons, where aliases shorter than leadingAlias
+// only lead words before a leadTails word ("de1user": "de1" and "dei" are
+// no del) and commandAliases match nothing. withNouns adds the nouns of
+// deletion.
+func newDeleteSpelling(skeletal, withNouns bool) *deleteSpelling {
+	key := func(s string) string { return s }
+	if skeletal {
+		key = skeleton
+	}
 	d := &deleteSpelling{forms: map[string]bool{}, prefixes: map[string]bool{}, contained: map[string][]string{},
 		tails: map[string]bool{}}
 	for w, canon := range verbAliases {
-		if canon != "delete" {
+		switch {
+		case canon != "delete":
 			continue
-		}
-		if len(w) < leadingAlias {
+		case slices.Contains(commandAliases, w):
+			if !skeletal {
+				d.addForm(w) // and no other spelling
+			}
+		case len(w) < leadingAlias:
 			d.short = append(d.short, key(w)) // in skeletons too: "de1user" leads with del
-		}
-		if len(w) >= minLen {
-			d.addAlias(w, key)
+			if !skeletal {
+				d.addAlias(w, key, withNouns)
+			}
+		default:
+			d.addAlias(w, key, withNouns)
 		}
 	}
 	for _, c := range compounds {
@@ -129,20 +204,17 @@ func newDeleteSpelling(key func(string) string, minLen int) *deleteSpelling {
 	return d
 }
 
-// addAlias adds the spellings of one delete alias w, taken by key.
-func (d *deleteSpelling) addAlias(w string, key func(string) string) {
+// addAlias adds the spellings of one delete alias w, taken by key, with
+// its nouns when withNouns.
+func (d *deleteSpelling) addAlias(w string, key func(string) string, withNouns bool) {
 	d.addForm(key(w))
 	if len(w) >= minInflected {
 		for _, f := range inflections(w, true) {
 			d.addForm(key(f))
 		}
 	}
-	for _, n := range nouns(w) {
-		d.addForm(key(n))
-		d.addForm(key(n + "s"))
-		if len(n) >= minContainedAlias {
-			d.addContained(key(n))
-		}
+	if withNouns {
+		d.addNouns(w, key)
 	}
 	switch {
 	case len(w) == leadingAlias:
@@ -151,6 +223,18 @@ func (d *deleteSpelling) addAlias(w string, key func(string) string) {
 		d.addContained(key(w))
 		if stem, ok := strings.CutSuffix(w, "e"); ok {
 			d.addContained(key(stem + "ing")) // "deleting" contains no "delete"
+		}
+	}
+}
+
+// addNouns adds the nouns of deletion of alias w and their plurals,
+// looked for inside words too unless wordNouns.
+func (d *deleteSpelling) addNouns(w string, key func(string) string) {
+	for _, n := range nouns(w) {
+		d.addForm(key(n))
+		d.addForm(key(n + "s"))
+		if len(n) >= minContainedAlias && !slices.Contains(wordNouns, n) {
+			d.addContained(key(n))
 		}
 	}
 }
@@ -184,10 +268,16 @@ func endsInShortAlias(w string) bool {
 // leadTails lists the words after which rm or del leading a run-together
 // word is a delete: leadObjects and the verb aliases of at least
 // minInflected letters ("deltag", "rmposts"), with their -s and -es
-// plurals (some no words, which match nothing real), and leadFlags.
+// plurals and a final y turned to -ies (some no words, which match nothing
+// real: "delentries", "rmpolicies"), and leadFlags.
 func leadTails() []string {
 	out := slices.Clone(leadFlags)
-	add := func(w string) { out = append(out, w, w+"s", w+"es") }
+	add := func(w string) {
+		out = append(out, w, w+"s", w+"es")
+		if stem, ok := strings.CutSuffix(w, "y"); ok {
+			out = append(out, stem+"ies")
+		}
+	}
 	for _, w := range leadObjects {
 		add(w)
 	}
@@ -211,14 +301,14 @@ func (d *deleteSpelling) addContained(f string) {
 }
 
 // in reports whether a name's words spell a delete: a word by itself
-// (matches), or adjacent pieces that join into an alias or an inflection
-// or noun of one ("re move", "d-e-l-e-t-e", "wi ped", "dele tion"). Joined
-// pieces are not searched: "user asset" contains no erase, nor "dr
-// options" a drop.
-func (d *deleteSpelling) in(ws []string) bool {
+// (matches; at its start only where atStart, which may be nil, says so),
+// or adjacent pieces that join into an alias or an inflection or noun of
+// one ("re move", "d-e-l-e-t-e", "wi ped", "dele tion"). Joined pieces are
+// not searched: "user asset" contains no erase, nor "dr options" a drop.
+func (d *deleteSpelling) in(ws []string, atStart []bool) bool {
 	var joined []byte
 	for i, w := range ws {
-		if d.matches(w) {
+		if d.matches(w, atStart != nil && atStart[i]) {
 			return true
 		}
 		joined = append(joined[:0], w...)
@@ -238,9 +328,10 @@ func (d *deleteSpelling) in(ws []string) bool {
 // matches reports whether w is a delete alias or an inflection or noun of
 // one, starts with an alias of leadingAlias letters (not a compound) or
 // with a shorter one followed by exactly a leadTails word, or contains one
-// of at least minContainedAlias letters.
-func (d *deleteSpelling) matches(w string) bool {
-	return d.forms[w] || d.leads(w) || d.contains(w)
+// of at least minContainedAlias letters: anywhere, or with atStart at its
+// start.
+func (d *deleteSpelling) matches(w string, atStart bool) bool {
+	return d.forms[w] || d.leads(w) || d.contains(w, atStart)
 }
 
 func (d *deleteSpelling) leads(w string) bool {
@@ -257,8 +348,12 @@ func (d *deleteSpelling) leads(w string) bool {
 	return false
 }
 
-func (d *deleteSpelling) contains(w string) bool {
-	for i := 0; i+minContainedAlias <= len(w); i++ {
+func (d *deleteSpelling) contains(w string, atStart bool) bool {
+	last := len(w) - minContainedAlias
+	if atStart {
+		last = min(last, 0)
+	}
+	for i := 0; i <= last; i++ {
 		for _, alias := range d.contained[w[i:i+minContainedAlias]] {
 			if strings.HasPrefix(w[i:], alias) {
 				return true

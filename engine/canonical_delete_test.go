@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,8 +35,11 @@ func TestCanonicalVerbDeleteSpellings(t *testing.T) {
 		"deIete", "de1ete", "DEIETE", "bulkDeIete", "de|ete", "de!ete", "d3l3t3", "dr0p", "DR0P",
 		"dr0pTable", "pur9e", "er@se", "tr@sh", "$hred", "5hred", "w1pe", "WIPE", "dełete", "d€lete",
 		"ԁеӏеtе", "de1eting",
-		// Stand-ins in upper case: a digit does not split an all-caps word.
-		"DR0PTABLE", "DE1ETERECORDS", "W1PEDISK", "BULKD3LETE", "DE1ETION",
+		// Stand-ins in upper case: a digit does not split an all-caps word,
+		// which reads as its lower-case spelling, inside too; a word that
+		// mixes cases only at its start.
+		"DR0PTABLE", "DE1ETERECORDS", "W1PEDISK", "BULKD3LETE", "DE1ETION", "bulkd3lete", "HARDDE1ETE",
+		"De1User", "Dr0pTable", "De1eteRecords", "W1peDisk", "xDe1Ete", "getDe1User", "Layer4De1Ete",
 		// Separated letters and pieces.
 		"d-e-l-e-t-e", "d e l e t e", "D.E.L.E.T.E", "d_e_l_e_t_e", "re move", "re-moved", "re moving",
 		"de lete", "dr op", "wi ped", "un install", "de commission", "r m", "d e l", "reMove", "dElEtE",
@@ -48,19 +52,35 @@ func TestCanonicalVerbDeleteSpellings(t *testing.T) {
 		"truncation", "obliteration", "expungement", "eviction", "purge", "wipeout", "teardown_wipeout",
 		"account_deletion", "schedule_deletion", "bulkdeletion", "BULKDELETION", "gdpr_erasure",
 		"request_removal", "data_destruction", "account_termination", "table_truncation",
-		"ACCOUNT_DELETION", "accountDeletion", "dele tion", "de1etion", "remova1",
+		"ACCOUNT_DELETION", "accountDeletion", "dele tion", "de1etion", "remova1", "terminations",
+		"truncations",
+		// Nouns beside an update or a riskier verb: a name that changes or
+		// runs a deletion may carry it out.
+		"approve_deletion", "commit_removal", "sync_deletions", "run_deletion_check", "apply_deletion_policy",
+		"get_and_run_deletion", "schedule_key_deletion",
 		// rm and del leading a run-together word before an object or a verb
 		// alias, whatever the case.
 		"DELUSER", "deluser", "DelUser", "delUser", "RMFILE", "rmFile", "DELOBJECT", "delobject",
 		"DelObject", "DELFILE", "rmall", "RMALL", "DELALL", "rmtree", "RMTREE", "shutil.rmtree", "hdfs_rmr",
 		"rmr", "RMR", "delgroup", "delusers", "rmfiles", "rmdirs", "deltag", "delposts", "rmbranches",
 		"de1user", "DE1USER", "De1User", "DE1ALL", "RMF1LE", "rmF1le",
+		"delattr", "rmattr", "delmsg", "DELMSGS", "delentry", "delentries", "delfield", "rmcol", "delcolumn",
+		"deldoc", "rmdocs", "delimage", "rmimages", "rmcontainer", "delsecret", "delrole", "delpolicy",
+		"rmpolicies", "delproject", "rmpath", "delfolder", "deljob", "RMJOBS", "delqueries",
+		// Command names of Redis, Python, FTP and POP3, as words or joined
+		// pieces.
+		"hdel", "HDEL", "HDel", "xdel", "XDel", "getdel", "GetDel", "srem", "SRem", "zrem", "ZRem", "lrem",
+		"LRem", "zremrangebyscore", "ZREMRANGEBYRANK", "zremrangebylex", "zremrangeByLex", "ZRemRangeByScore",
+		"zremrange_by_score", "delattr", "__delattr__", "DelAttr", "dele", "DELE", "ftp.dele", "rmd", "RMD",
+		"ftp/rmd",
 		// Destructive tool names.
 		"rimraf", "deltree", "rm -rf", "rm_rf", "shred", "nuke", "userdel", "USERDEL", "groupdel", "rmdir",
 		// False positives docs/policy.md owns up to: the rule errs towards risk.
-		"presets", "clearance", "dropper", "wipers", "voldemort", "get_tax_determination", "platformdirs",
+		"presets", "clearance", "dropper", "wipers", "voldemort", "platformdirs",
 		"modeltrees", "deidata", "list_deleted_items", "count_dropped_packets", "list_voided_invoices",
-		"get_wiped_devices", "count_packet_drops",
+		"get_wiped_devices", "count_packet_drops", "indeterminate", "UpdateTerminationProtection",
+		"ModifyDBInstance_DeletionProtection", "set_eviction_policy", "ssl_termination", "render_rmd",
+		"get_rmd_amount", "GETLAYER4SETTINGS", "getlayer4settings",
 	} {
 		assertDelete(t, spelling)
 	}
@@ -94,6 +114,9 @@ func TestCanonicalVerbDeleteAliasForms(t *testing.T) {
 		"discard": {"discarding", "discarded", "discards"}, "trash": {"trashing", "trashed", "trashes"},
 		"rimraf": {"rimrafing", "rimrafed"}, "rmrf": {"rmrfing"}, "deltree": {"deltreeing", "deltreed"},
 		"userdel": {"userdels"}, "groupdel": {"groupdels"},
+		// commandAliases: no inflections, nouns or skeletons.
+		"hdel": {}, "xdel": {}, "getdel": {}, "srem": {}, "zrem": {}, "lrem": {}, "zremrangebyscore": {},
+		"zremrangebyrank": {}, "zremrangebylex": {}, "delattr": {}, "dele": {}, "rmd": {},
 	}
 	for alias, canon := range verbAliases {
 		if canon != "delete" {
@@ -113,7 +136,7 @@ func TestCanonicalVerbDeleteAliasForms(t *testing.T) {
 		assertDelete(t, strings.Join(strings.Split(alias, ""), "-"))
 		assertDelete(t, norm.NFC.String(alias[:1]+"\u0307"+alias[1:])) // ḋelete, ṙemove
 		assertDelete(t, norm.NFC.String(alias[:2]+"\u030c"+alias[2:])) // dělete, reͨmove
-		if len(alias) >= 4 {
+		if len(alias) >= 4 && !slices.Contains(commandAliases, alias) {
 			leet := strings.NewReplacer("l", "1", "o", "0", "e", "3", "i", "1", "s", "5", "a", "4", "t", "7")
 			assertDelete(t, leet.Replace(alias))
 			assertDelete(t, strings.ReplaceAll(alias, "l", "I"))
@@ -167,6 +190,47 @@ func TestCanonicalVerbNotDelete(t *testing.T) {
 		{"read", "x/de luser", "read"},
 		{"read", "x/de1 user", "read"},
 		{"read", "net/packet_loss", "read"},
+		// A capital after a digit starts a word in a name that mixes cases:
+		// only a match at the start of the word run together across it counts.
+		{"read", "aws/getLayer4Settings", "read"},
+		{"read", "aws/describeLayer4Services", "read"},
+		{"read", "x/getTier3Settings", "read"},
+		{"read", "x/get_layer4_settings", "read"},
+		{"read", "x/layer4Settings", "read"},
+		{"getLayer4Settings", "", "read"},
+		{"getTier3Settings", "", "read"},
+		{"read", "x/getLayer4SETTINGS", "read"},
+		{"read", "s3/getS3Object", "read"},
+		// Nouns of deletion in a name that reads, with nothing riskier than
+		// update beside it, name what is read.
+		{"read", "autoscaling/DescribeTerminationPolicyTypes", "read"},
+		{"DescribeTerminationPolicyTypes", "", "read"},
+		{"read", "elb/describe_ssl_termination", "read"},
+		{"read", "llm/get_context_truncation", "read"},
+		{"read", "llm/get_truncation_strategy", "read"},
+		{"read", "cdk/list_removal_policies", "read"},
+		{"read", "gdpr/get_data_retention_and_deletion_policy", "read"},
+		{"read", "gdpr/get_deletion_status", "read"},
+		{"read", "gdpr/account_deletion_status", "read"}, // status is a read alias
+		{"read", "x/get_bulkdeletion_count", "read"},
+		{"read", "x/get_tls_termination_config", "update"}, // config is an update alias, as it was
+		{"get_tls_termination_config", "", "update"},
+		// termination and truncation count as words only.
+		{"read", "tax/get_tax_determination", "read"},
+		{"read", "tax/tax_determination", "read"},
+		{"determination", "", "update"},
+		{"predetermination", "", "update"},
+		// Command names are words, with no look-alikes or longer words.
+		{"read", "css/margin_1rem", "read"},
+		{"read", "css/5rem", "read"},
+		{"read", "hr/irem", "read"},
+		{"read", "x/de1e", "read"},
+		{"read", "x/hde1", "read"},
+		{"read", "tools/xdelta3", "read"},
+		{"read", "redis/zrangebyscore", "read"},
+		{"read", "redis/zrems", "read"},
+		{"read", "hadoop/getdelegationtoken", "read"},
+		{"read", "hadoop/getDelegationToken", "read"},
 		// Not recognised (docs/policy.md says so).
 		{"löschen", "", "update"},
 		{"supprimer", "", "update"},
@@ -178,6 +242,11 @@ func TestCanonicalVerbNotDelete(t *testing.T) {
 		{"teardown", "", "update"},
 		{"scrub", "", "update"},
 		{"bulkde lete", "", "update"},
+		{"bulkde1Ete", "", "update"},
+		{"accounttermination", "", "update"},
+		{"zremmed", "", "update"},
+		{"hdelall", "", "update"},
+		{"read", "gdpr/scan_and_schedule_deletion", "read"},
 		{"sent", "", "update"},
 		{"paid", "", "update"},
 		{"alarm", "", "update"},
@@ -195,7 +264,8 @@ func TestCanonicalVerbNotDeleteAnyCase(t *testing.T) {
 	for _, w := range []string{
 		"delta", "delivery", "deliver", "delegate", "delight", "delay", "delicate", "deluxe", "delusion",
 		"delist", "deli", "dells", "rmb", "rms", "rmi", "rmse", "format", "alarm", "armor", "farm", "term",
-		"model", "yodel", "dei", "deity",
+		"model", "yodel", "dei", "deity", "delimiter", "delimit", "delphi", "delegation", "deleg", "rmsnorm",
+		"xdelta", "irem", "remedy", "dell",
 	} {
 		for _, s := range []string{w, strings.ToUpper(w), strings.ToUpper(w[:1]) + w[1:]} {
 			assert.Equal(t, "read", CanonicalVerb("read", "x/"+s, "recoverable"), "ability x/%q", s)
