@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -366,4 +367,29 @@ func TestResolvedHoldIsTheStoredOne(t *testing.T) {
 	require.Equal(t, stored, h)
 	_, recs := f.rec.snapshot()
 	require.Equal(t, []engine.HoldEvent{holdEvent(engine.EventHoldResolution, stored, now, stored.ResolutionReason)}, recs)
+}
+
+// TestTokensFileMustBeARegularBoundedFile: a FIFO or a device named as
+// SVC_RESOLVER_TOKENS is refused at once, never waited on or read without
+// bound (the file is read on every resolution).
+func TestTokensFileMustBeARegularBoundedFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "tokens.fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	big := filepath.Join(dir, "big.json")
+	require.NoError(t, os.WriteFile(big, make([]byte, maxTokensFileBytes+1), 0o600))
+	for path, want := range map[string]string{
+		fifo:        "is not a regular file",
+		"/dev/zero": "is not a regular file",
+		big:         "is larger than",
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := loadTokens(path); done <- err }()
+		select {
+		case err := <-done:
+			assert.ErrorContains(t, err, want, path)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("loading %s hangs", path)
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -46,17 +45,9 @@ func loadTokens(src string) (tokenSet, error) {
 }
 
 func readTokensFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := engine.ReadSettingsFile(path, maxTokensFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("open resolver tokens file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokensFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read resolver tokens file %s: %w", path, err)
-	}
-	if len(data) > maxTokensFileBytes {
-		return nil, fmt.Errorf("resolver tokens file %s exceeds %d bytes", path, maxTokensFileBytes)
+		return nil, fmt.Errorf("resolver tokens file: %w", err)
 	}
 	return data, nil
 }
