@@ -188,6 +188,8 @@ func TestRedactURL(t *testing.T) {
 		"http://user:secret@":                    "…@",
 		"user:secret@host:1/%zz":                 "…@host:1/%zz",
 		"not a url":                              "not a url",
+		"http://u:12/secret@h":                   "…@h",
+		"http://u:123?x@h":                       "…@h",
 	} {
 		got := redactURL(in)
 		assert.Equal(t, want, got, in)

@@ -66,10 +66,11 @@ func (a *app) managedEvaluator(ctx context.Context, policyDir string) (engine.Ev
 }
 
 // redactURL hides a password in u, for messages. Of a URL that does not
-// parse into a host, everything up to its last "@" is left out, so that a
-// password is never echoed.
+// parse into a host with its user information (a password holding "/"
+// ends the host early), everything up to its last "@" is left out, so that
+// a password is never echoed.
 func redactURL(u string) string {
-	if p, err := url.Parse(u); err == nil && p.Host != "" {
+	if p, err := url.Parse(u); err == nil && p.Host != "" && (p.User != nil || !strings.Contains(u, "@")) {
 		return p.Redacted()
 	}
 	if at := strings.LastIndex(u, "@"); at >= 0 {
