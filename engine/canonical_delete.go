@@ -306,7 +306,8 @@ func (d *deleteSpelling) addContained(f string) {
 // one ("re move", "d-e-l-e-t-e", "wi ped", "dele tion"). Joined pieces are
 // not searched: "user asset" contains no erase, nor "dr options" a drop.
 func (d *deleteSpelling) in(ws []string, atStart []bool) bool {
-	var joined []byte
+	var buf [64]byte // names are short: no allocation on the decision path
+	joined := buf[:0]
 	for i, w := range ws {
 		if d.matches(w, atStart != nil && atStart[i]) {
 			return true

@@ -49,8 +49,23 @@ func newPipelineWith(t *testing.T, eval engine.Evaluator, obs engine.Observer) *
 // newPipelineConfig is newPipelineWith with the engine's settings.
 func newPipelineConfig(t *testing.T, cfg engine.Config, eval engine.Evaluator, obs engine.Observer) *pipeline {
 	t.Helper()
+	p := openPipeline(t, t.TempDir())
+	e, err := engine.New(cfg, engine.Deps{
+		Evaluator: eval,
+		Budgets:   p.budgets, Holds: p.holds, Recorder: p.audit, Observer: obs, Logger: zerolog.Nop(),
+	})
+	require.NoError(t, err)
+	p.engine = e
+	return p
+}
+
+// openPipeline opens the stores of a pipeline over dir, as `svc serve`
+// wires them: the SQLite database, the budgets, the hold store and the
+// audit log with its JSONL. They are closed with the test; the engine is
+// the caller's to build.
+func openPipeline(t *testing.T, dir string) *pipeline {
+	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
 	db, err := ledger.Open(ctx, filepath.Join(dir, "svc.db"), ledger.DurabilityFull)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })
@@ -61,12 +76,7 @@ func newPipelineConfig(t *testing.T, cfg engine.Config, eval engine.Evaluator, o
 	audit, err := ledger.NewAudit(ctx, db, filepath.Join(dir, "audit.jsonl"), store, zerolog.Nop())
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, audit.Close()) })
-	e, err := engine.New(cfg, engine.Deps{
-		Evaluator: eval,
-		Budgets:   budgets, Holds: store, Recorder: audit, Observer: obs, Logger: zerolog.Nop(),
-	})
-	require.NoError(t, err)
-	return &pipeline{engine: e, db: db, budgets: budgets, audit: audit, holds: store}
+	return &pipeline{db: db, budgets: budgets, audit: audit, holds: store}
 }
 
 func realOPA(t *testing.T) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -136,29 +137,57 @@ var errNotObject = errors.New("not a JSON object")
 // members) and sets values[i] to the value of its member names[i], or nil
 // when it has none. Names are matched exactly, unlike encoding/json, which
 // also matches a name in another case or under Unicode folding ("Decision",
-// "deciſion") and keeps the last of duplicates. So a member that repeats
-// one of names, or spells one another way (see spelledName), is refused:
-// two readers could disagree on it. Other members are ignored.
+// "deciſion") and keeps the last of duplicates. So a member that appears
+// twice, or spells one of names another way (see spelledName), is refused
+// with a *memberFault: two readers could disagree on the document. Other
+// members are ignored.
 func exactMembers(doc []byte, names []string, values []json.RawMessage) error {
 	s, err := scanObject(doc)
 	if err != nil {
 		return err
 	}
+	var keys [8][]byte // a verdict has three members: no allocation on the decision path
+	seen := keys[:0]
 	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
 		key := memberName(quoted)
 		i := nameIndex(key, names)
 		switch {
-		case i >= 0 && values[i] != nil:
-			return fmt.Errorf("member %q appears twice", key)
+		case slices.ContainsFunc(seen, func(k []byte) bool { return bytes.Equal(k, key) }):
+			f := &memberFault{twice: true}
+			if i >= 0 {
+				f.name = names[i]
+			}
+			return f
 		case i >= 0:
 			values[i] = value
 		default:
 			if name, ok := spelledName(key, names); ok {
-				return fmt.Errorf("member %q spells %q another way", key, name)
+				return &memberFault{key: string(key), name: name}
 			}
 		}
+		seen = append(seen, key)
 	}
 	return nil
+}
+
+// memberFault is why exactMembers refused a document: a member that
+// appears twice (name is the one of its names, "" for another member, whose
+// name is not repeated here: it may be anything a sender wrote), or key,
+// which spells name another way.
+type memberFault struct {
+	key, name string
+	twice     bool
+}
+
+// Error names the member at fault.
+func (f *memberFault) Error() string {
+	switch {
+	case f.twice && f.name == "":
+		return "a member appears twice"
+	case f.twice:
+		return fmt.Sprintf("member %q appears twice", f.name)
+	}
+	return fmt.Sprintf("member %q spells %q another way", f.key, f.name)
 }
 
 // memberName decodes a member's quoted key.

@@ -170,32 +170,17 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 // record (an audit line) and stored as set through the API, so that it
 // outlasts the pin. The flag does not change, so nothing is published.
 func (k *KillSwitch) adopt(ctx context.Context, reason, by string) error {
-	now := k.engine.deps.Now()
-	st := FreezeState{Frozen: true, Reason: reason, By: by, UpdatedTS: now}
-	ev := FreezeEvent{Event: "freeze", TS: FormatTime(now), Frozen: true, Reason: reason, By: by}
-	if err := k.engine.record(ctx, "freeze", ev); err != nil {
-		return fmt.Errorf("audit freeze under the pin: %w", errors.Join(ErrAuditUnavailable, err))
-	}
-	if err := k.store.SaveFreeze(ctx, st); err != nil {
-		return err
-	}
-	k.state = st
-	return nil
+	_, err := k.put(ctx, FreezeState{Frozen: true, Reason: reason, By: by})
+	return err
 }
 
-// change puts st, stamped now, on record (audit line first), stores it,
-// applies it and publishes it (webhook freeze.flipped, SIEM kill_switch).
+// change puts st on record, stores it (put), applies it and publishes it
+// (webhook freeze.flipped, SIEM kill_switch).
 func (k *KillSwitch) change(ctx context.Context, st FreezeState) error {
-	now := k.engine.deps.Now()
-	st.UpdatedTS = now
-	ev := FreezeEvent{Event: "freeze", TS: FormatTime(now), Frozen: st.Frozen, Reason: st.Reason, By: st.By}
-	if err := k.engine.record(ctx, "freeze", ev); err != nil {
-		return fmt.Errorf("audit freeze change: %w", errors.Join(ErrAuditUnavailable, err))
-	}
-	if err := k.store.SaveFreeze(ctx, st); err != nil {
+	ev, err := k.put(ctx, st)
+	if err != nil {
 		return err
 	}
-	k.state = st
 	k.engine.frozen.Store(st.Frozen)
 	ev.Event = EventFreezeFlipped
 	k.engine.deps.Publisher.Publish(Event{Type: EventFreezeFlipped, Body: ev})
@@ -203,8 +188,25 @@ func (k *KillSwitch) change(ctx context.Context, st FreezeState) error {
 	if st.Frozen {
 		action = "flipped"
 	}
-	k.emit(action, st)
+	k.emit(action, k.state)
 	return nil
+}
+
+// put stamps st now, puts it on record (audit line first: nothing is
+// stored that is not on record), stores it and makes it the state. It
+// returns the audit record.
+func (k *KillSwitch) put(ctx context.Context, st FreezeState) (FreezeEvent, error) {
+	now := k.engine.deps.Now()
+	st.UpdatedTS = now
+	ev := FreezeEvent{Event: "freeze", TS: FormatTime(now), Frozen: st.Frozen, Reason: st.Reason, By: st.By}
+	if err := k.engine.record(ctx, "freeze", ev); err != nil {
+		return ev, fmt.Errorf("audit freeze change: %w", errors.Join(ErrAuditUnavailable, err))
+	}
+	if err := k.store.SaveFreeze(ctx, st); err != nil {
+		return ev, err
+	}
+	k.state = st
+	return ev, nil
 }
 
 // ErrAuditUnavailable reports that a change was refused because its audit

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
-	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 )
 
@@ -67,25 +65,17 @@ type freezeRun struct {
 func startFreezeRun(t *testing.T, dir string, pinned bool, recorder func(engine.Journal) engine.Journal) (freezeRun, error) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := ledger.Open(ctx, filepath.Join(dir, "svc.db"), ledger.DurabilityFull)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, db.Close()) })
-	budgets, err := ledger.NewBudgets(ctx, db)
-	require.NoError(t, err)
-	store, err := holds.NewStore(ctx, db.SQL())
-	require.NoError(t, err)
-	audit, err := ledger.NewAudit(ctx, db, filepath.Join(dir, "audit.jsonl"), store, zerolog.Nop())
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, audit.Close()) })
-	var journal engine.Journal = audit
+	p := openPipeline(t, dir)
+	var journal engine.Journal = p.audit
 	if recorder != nil {
-		journal = recorder(audit)
+		journal = recorder(p.audit)
 	}
-	run := freezeRun{audit: audit, events: &eventLog{}}
+	run := freezeRun{audit: p.audit, events: &eventLog{}}
+	var err error
 	run.engine, err = engine.New(engine.Config{Version: "test"}, engine.Deps{Evaluator: struct{ engine.Evaluator }{},
-		Budgets: budgets, Holds: store, Recorder: journal, Publisher: run.events, Logger: zerolog.Nop()})
+		Budgets: p.budgets, Holds: p.holds, Recorder: journal, Publisher: run.events, Logger: zerolog.Nop()})
 	require.NoError(t, err)
-	freeze, err := ledger.NewFreeze(ctx, db)
+	freeze, err := ledger.NewFreeze(ctx, p.db)
 	require.NoError(t, err)
 	run.kill, err = engine.NewKillSwitch(ctx, run.engine, freeze, pinned)
 	return run, err

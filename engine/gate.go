@@ -371,36 +371,28 @@ func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 }
 
 // answerMembers checks that doc is one JSON object and sets values[i] to
-// the value of its member gateMembers[i], or nil when it has none. Names
-// match exactly, compared once their escapes are decoded. An answer that
-// names any member twice, or has a member that spells one of gateMembers
-// another way ("Active", full-width or invisible characters: see
-// spelledName), is refused as a portal fault: JSON readers disagree on such
+// the value of its member gateMembers[i], or nil when it has none, with
+// exactMembers. An answer that names any member twice, or has a member that
+// spells one of gateMembers another way ("Active", full-width or invisible
+// characters), is refused as a portal fault: JSON readers disagree on such
 // a document (encoding/json keeps the last duplicate and folds case), so
-// the portal and svc could read different verdicts. Other members are
-// ignored.
+// the portal and svc could read different verdicts. The fault names only
+// svc's own members: the portal's other names are not ours to log.
 func answerMembers(doc []byte, values []json.RawMessage) error {
-	s, err := scanObject(doc)
-	if err != nil || !bytes.HasPrefix(bytes.TrimLeft(doc, " \t\r\n"), []byte("{")) {
+	if !bytes.HasPrefix(bytes.TrimLeft(doc, " \t\r\n"), []byte("{")) {
 		return portalFault("portal answer is not a JSON object")
 	}
-	seen := map[string]bool{}
-	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
-		key := memberName(quoted)
-		i := nameIndex(key, gateMembers[:])
-		switch {
-		case seen[string(key)] && i >= 0:
-			return portalFault(fmt.Sprintf("portal answer names member %q twice", gateMembers[i]))
-		case seen[string(key)]: // unnamed: the portal's names are not ours to log
-			return portalFault("portal answer names a member twice")
-		case i >= 0:
-			values[i] = value
-		default:
-			if name, ok := spelledName(key, gateMembers[:]); ok {
-				return portalFault(fmt.Sprintf("portal answer spells member %q another way", name))
-			}
-		}
-		seen[string(key)] = true
+	err := exactMembers(doc, gateMembers[:], values)
+	var f *memberFault
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &f):
+		return portalFault("portal answer is not a JSON object")
+	case f.twice && f.name == "":
+		return portalFault("portal answer names a member twice")
+	case f.twice:
+		return portalFault(fmt.Sprintf("portal answer names member %q twice", f.name))
 	}
-	return nil
+	return portalFault(fmt.Sprintf("portal answer spells member %q another way", f.name))
 }

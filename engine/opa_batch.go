@@ -187,24 +187,21 @@ func (b *batcher) lead(ctx context.Context, self *batchCall) (batchResult, bool)
 		}
 	}
 	if deadline.Equal(self.deadline) {
-		return b.answer(ctx, batch, deadline)[0], true
+		return b.answer(ctx, batch, deadline, 1)[0], true
 	}
-	go b.answer(ctx, batch, deadline)
+	go b.answer(ctx, batch, deadline, 0)
 	return batchResult{}, false
 }
 
-// answer sends batch, frees the slot, gives every call but the first its
-// result and returns the results; the first call's result is also put on
-// its done channel when the batch is sent for it (on a goroutine of its
-// own). The slot is free before any call has its result.
-func (b *batcher) answer(ctx context.Context, batch []*batchCall, deadline time.Time) []batchResult {
+// answer sends batch, frees the slot, puts the results of batch[from:] on
+// their calls' done channels and returns all the results: from is 1 when
+// the leader sends the batch itself and takes its result from the return,
+// 0 when the batch goes out on a goroutine of its own. The slot is free
+// before any call has its result.
+func (b *batcher) answer(ctx context.Context, batch []*batchCall, deadline time.Time, from int) []batchResult {
 	results := b.sendBatch(ctx, batch, deadline)
 	b.release()
-	first := 1
-	if !deadline.Equal(batch[0].deadline) {
-		first = 0
-	}
-	for i := first; i < len(batch); i++ {
+	for i := from; i < len(batch); i++ {
 		batch[i].done <- batchSignal{result: results[i]}
 	}
 	return results
