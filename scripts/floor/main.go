@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,46 +44,72 @@ func main() {
 	}
 }
 
+// run starts the opa server and serves until SIGINT or SIGTERM; a signal
+// during start-up stops it too, with the opa server closed.
 func run() error {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	opaBin := flag.String("opa-bin", "opa", "opa binary")
 	logPath := flag.String("log", "", "decision log to append to (none: answer without writing)")
 	noSync := flag.Bool("no-sync", false, "append the log without flushing it to disk")
 	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 
-	pack, cleanup, err := rego.Materialize()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cleanup() }()
-	ev, err := engine.StartOPAServer(engine.OPAServerConfig{
-		Bin: *opaBin, PolicyDir: pack, Timeout: 2 * time.Second, Logger: zerolog.Nop(),
-	})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = ev.Close() }()
-	checkCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := ev.Check(checkCtx); err != nil {
-		return fmt.Errorf("opa server: %w", err)
-	}
-
-	s := &server{ev: ev}
+	s := &server{}
 	if *logPath != "" {
-		f, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err := openDecisionLog(*logPath)
 		if err != nil {
-			return fmt.Errorf("open decision log: %w", err)
+			return err
 		}
 		defer func() { _ = f.Close() }()
 		s.log = newDecisionLog(f, !*noSync)
 	}
-	return serve(*addr, s)
+	pack, cleanup, err := rego.Materialize()
+	if err != nil {
+		return fmt.Errorf("materialize policy pack: %w", err)
+	}
+	defer func() { _ = cleanup() }()
+	ev, err := engine.StartOPAServer(engine.OPAServerConfig{
+		Bin: *opaBin, PolicyDir: pack, Timeout: opaTimeout, Logger: zerolog.Nop(),
+	})
+	if err != nil {
+		return fmt.Errorf("start opa server: %w", err)
+	}
+	defer func() { _ = ev.Close() }()
+	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := ev.Check(checkCtx); err != nil {
+		return fmt.Errorf("opa server: %w", err)
+	}
+	s.ev = ev
+	return serve(ctx, *addr, s)
 }
 
-// serve answers on addr until SIGINT or SIGTERM, and prints the address it
-// listens on for scripts/bench.
-func serve(addr string, s *server) error {
+// opaTimeout bounds one evaluation, as SVC_OPA_TIMEOUT's default does in svc.
+const opaTimeout = 10 * time.Second
+
+// openDecisionLog opens path for appending and flushes its directory, so a
+// log it created survives a power cut like svc's audit log.
+func openDecisionLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open decision log: %w", err)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err == nil {
+		err = dir.Sync()
+		_ = dir.Close()
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("flush directory of decision log %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// serve answers on addr until ctx ends, then lets the requests in flight
+// finish; it prints the address it listens on for scripts/bench.
+func serve(ctx context.Context, addr string, s *server) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
@@ -90,16 +117,17 @@ func serve(addr string, s *server) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/decide", s.decide)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		<-ctx.Done()
 		_ = srv.Shutdown(context.Background())
 	}()
 	fmt.Fprintf(os.Stderr, "floor serving on http://%s\n", ln.Addr())
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
+	<-drained
 	return nil
 }
 
@@ -154,6 +182,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 type decisionLog struct {
 	f     *os.File
 	fsync bool
+	sync  func() error // flushes f to disk
 
 	mu       sync.Mutex
 	flushed  *sync.Cond // broadcast when a flush ends
@@ -165,7 +194,7 @@ type decisionLog struct {
 
 // newDecisionLog appends to f; with fsync set an answer waits for its line to be on disk.
 func newDecisionLog(f *os.File, fsync bool) *decisionLog {
-	l := &decisionLog{f: f, fsync: fsync}
+	l := &decisionLog{f: f, fsync: fsync, sync: func() error { return syscall.Fdatasync(int(f.Fd())) }}
 	l.flushed = sync.NewCond(&l.mu)
 	return l
 }
@@ -179,7 +208,7 @@ func (l *decisionLog) append(envelope []byte, v engine.Verdict) error {
 		Envelope json.RawMessage `json:"envelope"`
 	}{"decision", v, envelope})
 	if err != nil {
-		return err
+		return fmt.Errorf("encode decision line: %w", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -202,6 +231,9 @@ func (l *decisionLog) append(envelope []byte, v engine.Verdict) error {
 		}
 		l.flush()
 	}
+	if l.durable >= mine {
+		return nil // on disk, even if a later flush failed
+	}
 	return l.err
 }
 
@@ -210,7 +242,7 @@ func (l *decisionLog) flush() {
 	l.flushing = true
 	upto := l.written
 	l.mu.Unlock()
-	err := syscall.Fdatasync(int(l.f.Fd()))
+	err := l.sync()
 	l.mu.Lock()
 	l.flushing = false
 	if err != nil {

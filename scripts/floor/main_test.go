@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,10 +20,11 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
+// openLog opens a decision log in a temporary directory.
 func openLog(t *testing.T, fsync bool) (*decisionLog, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "decisions.jsonl")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := openDecisionLog(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
 	return newDecisionLog(f, fsync), path
@@ -53,12 +56,50 @@ func TestDecisionLogGroupCommit(t *testing.T) {
 	}
 }
 
+// TestDecisionLogFlushCoversOnlyEarlierLines: a line written while a flush
+// runs is not on disk through that flush; its caller waits for the next one.
+func TestDecisionLogFlushCoversOnlyEarlierLines(t *testing.T) {
+	l, _ := openLog(t, true)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	l.sync = func() error {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return nil
+	}
+	v := engine.Verdict{Decision: "allow", Rule: "r"}
+	first, second := make(chan error), make(chan error)
+	go func() { first <- l.append([]byte(`{}`), v) }()
+	<-entered
+	go func() { second <- l.append([]byte(`{}`), v) }()
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.written == 2
+	}, 5*time.Second, time.Millisecond)
+	close(release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+	assert.Equal(t, int32(2), calls.Load(), "the second line needed a flush of its own")
+	assert.Equal(t, uint64(2), l.durable)
+}
+
 func TestDecisionLogFailureSticks(t *testing.T) {
 	l, _ := openLog(t, true)
-	require.NoError(t, l.f.Close())
+	var calls atomic.Int32
+	l.sync = func() error {
+		if calls.Add(1) == 1 {
+			return assert.AnError
+		}
+		return nil
+	}
 	v := engine.Verdict{Decision: "allow", Rule: "r"}
-	require.Error(t, l.append([]byte(`{}`), v))
-	require.Error(t, l.append([]byte(`{}`), v), "a failed log fails every later answer")
+	require.ErrorIs(t, l.append([]byte(`{}`), v), assert.AnError)
+	require.ErrorIs(t, l.append([]byte(`{}`), v), assert.AnError, "a failed flush fails every later answer")
+	assert.Equal(t, int32(1), calls.Load())
+	assert.Equal(t, uint64(1), l.written, "nothing is written after a failure")
 }
 
 // stubEvaluator answers a fixed verdict, or an error.
