@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
@@ -195,7 +196,9 @@ func CanonicalEnvironment(raw string) string {
 // no word is an alias: in names they are nouns and adjectives as often
 // ("billing/get_summary", "list_installed_packages").
 func CanonicalVerb(rawVerb, ability, reversibility string) string {
-	verbWords, abilityWords := words(rawVerb, isWordRune, camelBoundary), words(ability, isWordRune, camelBoundary)
+	var verbBuf, abilityBuf [maxNameWords]string // no allocation for the word lists of short names
+	verbName, verbWords := words(verbBuf[:], rawVerb)
+	abilityName, abilityWords := words(abilityBuf[:], ability)
 	verb, ok := riskiestVerb(verbWords, verbAliases)
 	if !ok {
 		verb, ok = riskiestVerb(verbWords, inflectedAliases)
@@ -209,7 +212,7 @@ func CanonicalVerb(rawVerb, ability, reversibility string) string {
 	if v, ok := riskiestVerb(abilityWords, verbAliases); ok && verbRisk[v] > verbRisk[verb] {
 		verb = v
 	}
-	if verb != "delete" && (namesDelete(rawVerb, verbWords) || namesDelete(ability, abilityWords)) {
+	if verb != "delete" && (namesDelete(verbName, verbWords) || namesDelete(abilityName, abilityWords)) {
 		verb = "delete"
 	}
 	return verb
@@ -267,50 +270,80 @@ func inflections(alias string, plural bool) []string {
 	return out
 }
 
+// maxNameWords is the number of words of a verb or ability name that
+// CanonicalVerb and namesDelete hold on the stack: more cost an allocation.
+const maxNameWords = 8
+
 // words splits a name into folded words without diacritics (undiacritic),
-// at runs of characters that are not inWord and at the camelCase
-// boundaries that boundary finds ("bulkDelete", "hard_delete",
-// "db/DROP-table"), after dropping the marks that would split
-// "d\u0335elete" (bare) and skipping spacing marks inside words.
-func words(s string, inWord func(rune) bool, boundary func([]rune, int) bool) []string {
-	out := splitWords(s, inWord, boundary)
-	for i, w := range out {
-		out[i] = undiacritic(Fold(w))
+// at runs of characters that are not letters or digits and at camelCase
+// boundaries ("bulkDelete", "hard_delete", "db/DROP-table"), after
+// dropping the marks that would split "d\u0335elete" (bare) and skipping
+// spacing marks inside words. It overwrites buf with them and returns them
+// with the name as split: bare, or Clean for printable ASCII, where the
+// two agree (TestVerbWordsASCIIFastPath).
+func words(buf []string, s string) (string, []string) {
+	if printableASCII(s) {
+		s = Clean(s)
+	} else {
+		s = bare(s)
 	}
-	return out
+	ws := splitWords(buf[:0], s, isWordRune, camelBoundary)
+	for i, w := range ws {
+		ws[i] = undiacritic(Fold(w))
+	}
+	return s, ws
 }
 
-// splitWords is words before folding: each word as spelled, in its case.
-func splitWords(s string, inWord func(rune) bool, boundary func([]rune, int) bool) []string {
-	if !printableASCII(s) {
-		s = bare(s)
-	} else {
-		s = Clean(s)
+// splitWords appends to dst the words of a name as words splits it (s
+// already bare), each as spelled, in its case: the runs of inWord
+// characters, cut before an upper-case letter where boundary says so, with
+// the spacing marks skipped ("de\u0903lete" is delete). The words are cut
+// from s, so they cost no allocation unless they hold a spacing mark.
+func splitWords(dst []string, s string, inWord func(rune) bool, boundary func(prev, next rune) bool) []string {
+	start, prev := -1, rune(0) // start is that of the current word, -1 between words
+	for i, r := range s {
+		switch {
+		case unicode.Is(unicode.Mc, r): // a spacing mark belongs to its word
+		case !inWord(r):
+			dst, start = appendWord(dst, s, start, i), -1
+		case start < 0:
+			start = i
+		case unicode.IsUpper(r) && boundary(prev, nextRune(s, i)):
+			dst, start = appendWord(dst, s, start, i), i
+		}
+		prev = r
 	}
-	var out []string
-	var cur []rune
-	flush := func() {
-		if len(cur) > 0 {
-			out = append(out, string(cur))
-			cur = cur[:0]
-		}
+	return appendWord(dst, s, start, len(s))
+}
+
+// appendWord appends the word s[start:end] to dst without its spacing
+// marks, unless start is -1 (no word).
+func appendWord(dst []string, s string, start, end int) []string {
+	if start < 0 {
+		return dst
 	}
-	runes := []rune(s)
-	for i, r := range runes {
-		if unicode.Is(unicode.Mc, r) {
-			continue // a spacing mark belongs to its word: "de\u0903lete" is delete
-		}
-		if !inWord(r) {
-			flush()
-			continue
-		}
-		if i > 0 && unicode.IsUpper(r) && len(cur) > 0 && boundary(runes, i) {
-			flush()
-		}
-		cur = append(cur, r)
+	w := s[start:end]
+	if !printableASCII(w) {
+		w = strings.Map(dropSpacingMark, w)
 	}
-	flush()
-	return out
+	return append(dst, w)
+}
+
+// dropSpacingMark is the strings.Map filter of appendWord: -1 for a
+// spacing mark (Mc).
+func dropSpacingMark(r rune) rune {
+	if unicode.Is(unicode.Mc, r) {
+		return -1
+	}
+	return r
+}
+
+// nextRune is the rune after the one at i in s, or utf8.RuneError at the
+// end of s.
+func nextRune(s string, i int) rune {
+	_, size := utf8.DecodeRuneInString(s[i:])
+	next, _ := utf8.DecodeRuneInString(s[i+size:])
+	return next
 }
 
 // undiacritic drops the diacritics of a folded word, so "délete", "dělete"
@@ -334,15 +367,15 @@ func undiacriticUnicode(w string) string {
 	}, norm.NFD.String(w)))
 }
 
-// camelBoundary reports whether an upper-case rune at i starts a new word:
-// after a lower-case letter ("bulkDelete") or before one in an acronym run
-// ("HTTPDelete" → HTTP, Delete).
-func camelBoundary(runes []rune, i int) bool {
-	prev := runes[i-1]
+// camelBoundary reports whether an upper-case rune between prev and next
+// (utf8.RuneError at the end of the name) starts a new word: after a
+// lower-case letter or a digit ("bulkDelete") or before a lower-case letter
+// in an acronym run ("HTTPDelete" → HTTP, Delete).
+func camelBoundary(prev, next rune) bool {
 	if unicode.IsLower(prev) || unicode.IsDigit(prev) {
 		return true
 	}
-	return unicode.IsUpper(prev) && i+1 < len(runes) && unicode.IsLower(runes[i+1])
+	return unicode.IsUpper(prev) && unicode.IsLower(next)
 }
 
 // printableASCII reports whether s is all printable ASCII (space to tilde),

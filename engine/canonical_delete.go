@@ -12,35 +12,56 @@ import (
 	"unicode"
 )
 
-// namesDelete reports whether a verb or ability name spells a delete,
-// either in its folded words ws or in their skeletons, where digits and
-// symbols that stand for letters read as those letters; in a name that
-// reads (readsOnly), nouns of deletion do not count. A name with such
-// stand-ins is also split again with them inside words (skeletonBoundary):
-// in ws symbols separate words, and an upper-case letter after a digit
-// starts one ("DR0PTABLE" → DR0, PTABLE). A word so split that mixes
-// cases is matched at its start only (mixedCase).
+// namesDelete reports whether a verb or ability name, as words splits
+// it, spells a delete, either in its folded words ws or in their
+// skeletons, where digits and symbols that stand for letters read as those
+// letters; in a name that reads (readsOnly), nouns of deletion do not
+// count. A name whose stand-ins may split it into other words (resplits)
+// is also read split around them (inSkeletonWords).
 func namesDelete(name string, ws []string) bool {
 	d := deletes
 	if readsOnly(ws) {
 		d = deletesInReads
 	}
-	if d.plain.in(ws, nil) || d.skeletal.in(skeletons(ws), nil) {
+	var buf [maxNameWords]string
+	if d.plain.in(ws, nil) || d.skeletal.in(skeletons(buf[:0], ws), nil) {
 		return true
 	}
-	if !printableASCII(name) {
-		name = bare(name)
+	return resplits(name) && d.skeletal.inSkeletonWords(name)
+}
+
+// resplits reports whether inSkeletonWords may split a name into other
+// words than words does: only where it has a symbol stand-in, which words
+// splits at, or a stand-in before an upper-case letter, where
+// camelBoundary starts a word and skeletonBoundary does not. Split into
+// the same words, a name cannot match in inSkeletonWords where the
+// skeletons of its words did not: mixedCase only narrows the matches
+// (TestNamesDeleteResplits).
+func resplits(name string) bool {
+	prev := rune(0)
+	for _, r := range name {
+		if strings.ContainsRune(skeletonSymbols, r) || isStandIn(prev) && unicode.IsUpper(r) {
+			return true
+		}
+		prev = r
 	}
-	if !strings.ContainsFunc(name, isStandIn) {
-		return false
-	}
-	split := splitWords(name, isSkeletonRune, skeletonBoundary)
-	atStart := make([]bool, len(split))
+	return false
+}
+
+// inSkeletonWords reports whether a name (bare) spells a delete split
+// again with its stand-ins inside words (skeletonBoundary): as words
+// splits it, symbols separate words, and an upper-case letter after a
+// digit starts one ("DR0PTABLE" → DR0, PTABLE). A word so split that mixes
+// cases is matched at its start only (mixedCase).
+func (d *deleteSpelling) inSkeletonWords(name string) bool {
+	var wordBuf, skeletonBuf [maxNameWords]string
+	var atStartBuf [maxNameWords]bool
+	split, atStart := splitWords(wordBuf[:0], name, isSkeletonRune, skeletonBoundary), atStartBuf[:0]
 	for i, w := range split {
-		atStart[i] = mixedCase(w)
-		split[i] = skeleton(undiacritic(Fold(w)))
+		atStart = append(atStart, mixedCase(w))
+		split[i] = undiacritic(Fold(w))
 	}
-	return d.skeletal.in(split, atStart)
+	return d.in(skeletons(skeletonBuf[:0], split), atStart)
 }
 
 // readsOnly reports whether a name says it reads: it has a read alias and
@@ -71,20 +92,43 @@ func mixedCase(w string) bool {
 	return strings.ContainsFunc(w, unicode.IsUpper) && strings.ContainsFunc(w, unicode.IsLower)
 }
 
-func skeletons(ws []string) []string {
-	out := make([]string, len(ws))
+// skeletons appends the skeletons of ws to dst. Those that differ from
+// their word are cut from one string, so that a name costs at most one
+// allocation: a Builder only appends, so what it has built stays as cut.
+func skeletons(dst, ws []string) []string {
+	var b strings.Builder
 	for i, w := range ws {
-		out[i] = skeleton(w)
+		if !strings.ContainsFunc(w, standsForLetter) {
+			dst = append(dst, w)
+			continue
+		}
+		if b.Cap() == 0 {
+			b.Grow(totalLen(ws[i:])) // a skeleton is never longer than its word
+		}
+		start := b.Len()
+		for _, r := range w {
+			b.WriteRune(skeletonRune(r))
+		}
+		dst = append(dst, b.String()[start:])
 	}
-	return out
+	return dst
+}
+
+// totalLen is the sum of the lengths of ws.
+func totalLen(ws []string) int {
+	n := 0
+	for _, w := range ws {
+		n += len(w)
+	}
+	return n
 }
 
 // skeletonBoundary is camelBoundary where a digit or symbol stands for a
 // letter of the word it is in, and so ends no word: "DR0PTABLE" and
 // "De1User" are one word, as "dr0ptable" and "de1user" are (but see
 // mixedCase).
-func skeletonBoundary(runes []rune, i int) bool {
-	return !isStandIn(runes[i-1]) && camelBoundary(runes, i)
+func skeletonBoundary(prev, next rune) bool {
+	return !isStandIn(prev) && camelBoundary(prev, next)
 }
 
 // minContainedAlias is the length, in letters, from which a delete alias
@@ -376,13 +420,23 @@ var skeletonLetters = map[rune]rune{
 	'ø': 'o', 'ŧ': 't', 'ħ': 'h', 'ɇ': 'e', 'ɍ': 'r', 'ʉ': 'u', 'ƀ': 'b', 'ǥ': 'g', 'ȼ': 'c', 'ƶ': 'z',
 }
 
-func skeleton(w string) string {
-	return strings.Map(func(r rune) rune {
-		if l, ok := skeletonLetters[r]; ok {
-			return l
-		}
-		return r
-	}, w)
+// skeleton is the skeleton of a folded word: its stand-ins read as the
+// letters they stand for (skeletonLetters).
+func skeleton(w string) string { return strings.Map(skeletonRune, w) }
+
+// skeletonRune is the letter r stands for in a skeleton, or r.
+func skeletonRune(r rune) rune {
+	if l, ok := skeletonLetters[r]; ok {
+		return l
+	}
+	return r
+}
+
+// standsForLetter reports whether r stands for another letter in a
+// skeleton.
+func standsForLetter(r rune) bool {
+	_, ok := skeletonLetters[r]
+	return ok
 }
 
 // isWordRune reports whether r belongs to a word: a letter or digit.

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"golang.org/x/text/unicode/norm"
@@ -312,4 +315,158 @@ func TestCanonicalVerbInflections(t *testing.T) {
 	for _, c := range cases {
 		assert.Equal(t, c.want, CanonicalVerb(c.verb, c.ability, c.reversibility), "verb %q ability %q %s", c.verb, c.ability, c.reversibility)
 	}
+}
+
+// verbCases are realistic verb and ability pairs for measuring
+// CanonicalVerb on the decision path: plain names, names with digits and
+// a non-ASCII one, with the most allocations each may cost: the words of
+// a printable ASCII name are cut from it, and cost one allocation for each
+// lower-cased camelCase word and, for the verb and for the ability, one
+// for their skeletons if any differs from its word.
+var verbCases = []struct {
+	verb, ability string
+	allocs        float64
+}{
+	{"read", "files/read_file", 1},
+	{"update", "s3/put_object_v2", 1},
+	{"get", "ec2/describeInstances", 2},
+	{"write", "db/insert_rows", 2},
+	{"delete", "github/delete_branch", 0},
+	{"send", "slack/post_message", 0},
+	{"execute", "k8s/apply_manifest", 1},
+	{"read", "oauth2/get_token", 0},
+	{"update", "ec2/modifyInstanceAttribute", 3},
+	{"read", "files/lire_le_fichier_été", 16},
+}
+
+// BenchmarkCanonicalVerb measures the time and allocations of
+// CanonicalVerb over verbCases.
+func BenchmarkCanonicalVerb(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		c := verbCases[i%len(verbCases)]
+		CanonicalVerb(c.verb, c.ability, "recoverable")
+	}
+}
+
+// TestCanonicalVerbAllocs: CanonicalVerb, on the decision path, costs no
+// more allocations than verbCases allow.
+func TestCanonicalVerbAllocs(t *testing.T) {
+	for _, c := range verbCases {
+		n := testing.AllocsPerRun(100, func() { CanonicalVerb(c.verb, c.ability, "recoverable") })
+		assert.LessOrEqual(t, n, c.allocs, "verb %q ability %q", c.verb, c.ability)
+	}
+}
+
+// TestNamesDeleteResplits: words and namesDelete, which split a name
+// again only where resplits says its stand-ins may split it otherwise,
+// from a name normalised once, give what the full path gives
+// (namesDeleteFull) on names built from pieces of delete spellings,
+// stand-ins, cases, separators and non-ASCII look-alikes and marks.
+func TestNamesDeleteResplits(t *testing.T) {
+	pieces := []string{
+		"de", "l", "ete", "DEL", "ETE", "Del", "ete", "d", "e", "1", "3", "0", "4", "|", "!", "$", "@", "€", "I", "i",
+		"drop", "DR0P", "Dr0p", "TABLE", "Table", "user", "User", "wipe", "W1PE", "rm", "RF", "tree", "get", "read",
+		"Settings", "Layer", "tion", "remove", "purge", "_", "/", "-", " ", "é", "ł", "Ł", "е", "\u0903", "\u0301",
+		"\u200b", "Ｄ", "４", "＄", "١", "ǅ", "ᴅ",
+	}
+	rng := rand.New(rand.NewPCG(3, 7))
+	deletes := 0
+	for range 100000 {
+		var b strings.Builder
+		for range 1 + rng.IntN(7) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		raw := b.String()
+		var buf [maxNameWords]string
+		name, ws := words(buf[:], raw)
+		want := wordsFull(raw)
+		if !slices.Equal(ws, want) {
+			t.Fatalf("words(%q) = %q, want %q", raw, ws, want)
+		}
+		got := namesDelete(name, ws)
+		if got != namesDeleteFull(raw, want) {
+			t.Fatalf("namesDelete(%q) = %v, the full path differs", raw, got)
+		}
+		if got {
+			deletes++
+		}
+	}
+	t.Logf("%d names spell a delete", deletes)
+}
+
+// wordsFull is words as it was before the fast paths: split from []rune.
+func wordsFull(s string) []string {
+	out := splitWordsFull(s, isWordRune, camelBoundary)
+	for i, w := range out {
+		out[i] = undiacritic(Fold(w))
+	}
+	return out
+}
+
+// splitWordsFull is splitWords as it was: it normalises the name itself
+// and builds each word rune by rune.
+func splitWordsFull(s string, inWord func(rune) bool, boundary func(prev, next rune) bool) []string {
+	if !printableASCII(s) {
+		s = bare(s)
+	} else {
+		s = Clean(s)
+	}
+	var out []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, string(cur))
+			cur = cur[:0]
+		}
+	}
+	runes := []rune(s)
+	for i, r := range runes {
+		if unicode.Is(unicode.Mc, r) {
+			continue
+		}
+		if !inWord(r) {
+			flush()
+			continue
+		}
+		next := utf8.RuneError
+		if i+1 < len(runes) {
+			next = runes[i+1]
+		}
+		if i > 0 && unicode.IsUpper(r) && len(cur) > 0 && boundary(runes[i-1], next) {
+			flush()
+		}
+		cur = append(cur, r)
+	}
+	flush()
+	return out
+}
+
+// namesDeleteFull is namesDelete as it was: any name with a stand-in is
+// normalised and split again.
+func namesDeleteFull(name string, ws []string) bool {
+	d := deletes
+	if readsOnly(ws) {
+		d = deletesInReads
+	}
+	sk := make([]string, len(ws))
+	for i, w := range ws {
+		sk[i] = skeleton(w)
+	}
+	if d.plain.in(ws, nil) || d.skeletal.in(sk, nil) {
+		return true
+	}
+	if !printableASCII(name) {
+		name = bare(name)
+	}
+	if !strings.ContainsFunc(name, isStandIn) {
+		return false
+	}
+	split := splitWordsFull(name, isSkeletonRune, skeletonBoundary)
+	atStart := make([]bool, len(split))
+	for i, w := range split {
+		atStart[i] = mixedCase(w)
+		split[i] = skeleton(undiacritic(Fold(w)))
+	}
+	return d.skeletal.in(split, atStart)
 }
