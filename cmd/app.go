@@ -76,7 +76,8 @@ func (a *app) open(ctx context.Context) error {
 		return fmt.Errorf("hold resolution settings: %w", err)
 	}
 	observer, metricsHandler := newMetrics(store, a.exporter)
-	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout},
+	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
+		Terminal: resolver.Terminal},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
 			Publisher: a.exporter, Observer: observer, Logger: log})
 	if err != nil {

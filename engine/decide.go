@@ -247,8 +247,9 @@ func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 		return err
 	}
 	out.Decision.Decision, out.Rule, out.Reason = v.Decision, v.Rule, v.Reason
-	if v.Decision == RequireApproval && v.Rule == RuleTerminal {
-		out.Decision.Decision, out.Reason = Deny, v.Reason+terminalNote
+	if v.Decision == RequireApproval && e.cfg.Terminal(v.Rule) {
+		out.Decision.Decision = Deny
+		out.Reason = v.Reason + "; denied: rule " + v.Rule + " is terminal, no approval can lift it"
 	}
 	switch {
 	case out.Decision.Decision == Deny:

@@ -140,17 +140,24 @@ func TestChargeCommitsWithTheAuditRecord(t *testing.T) {
 	assert.Equal(t, engine.Totals{Deletes: 6, Objects: 6}, p.totals(t, "s"))
 }
 
+// approvalPack writes a policy pack answering require_approval under rule
+// to every input.
+func approvalPack(t *testing.T, rule string) engine.Evaluator {
+	t.Helper()
+	dir := t.TempDir()
+	pack := `package svc.policy
+
+decision := {"decision": "require_approval", "rule": "` + rule + `", "reason": "systemic change"}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(pack), 0o600))
+	return engine.NewEvalEvaluator(realOPA(t), dir, 10*time.Second)
+}
+
 // A policy that answers require_approval under the terminal rule (a custom
 // pack; the bundled one denies there) gets a deny and no hold: the hold
 // could never be resolved, and its agent would wait for it in vain.
 func TestRequireApprovalUnderTheTerminalRuleDenies(t *testing.T) {
-	dir := t.TempDir()
-	pack := `package svc.policy
-
-decision := {"decision": "require_approval", "rule": "` + engine.RuleTerminal + `", "reason": "systemic change"}
-`
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(pack), 0o600))
-	p := newPipelineWith(t, engine.NewEvalEvaluator(realOPA(t), dir, 10*time.Second), nil)
+	p := newPipelineWith(t, approvalPack(t, engine.RuleTerminal), nil)
 	d, status := p.decideStatus(t, "s", "delete", 1, "production", "irreversible", "systemic")
 	assert.Equal(t, 200, status)
 	assert.Equal(t, engine.Deny, d.Decision)
@@ -162,6 +169,36 @@ decision := {"decision": "require_approval", "rule": "` + engine.RuleTerminal + 
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "the deny alone is on record: no hold")
 	assert.Contains(t, string(rows[0].Body), `"verdict":"deny"`)
+}
+
+// The engine and the holds service share one terminal set: a rule the
+// service is configured to treat as terminal (whose holds it would never
+// resolve) is denied by the engine too, while other rules still raise holds.
+func TestRequireApprovalUnderAConfiguredTerminalRuleDenies(t *testing.T) {
+	const custom = "svc.policy/custom_terminal"
+	for _, tc := range []struct {
+		rule     string
+		decision string
+	}{
+		{custom, engine.Deny},
+		{"svc.policy/custom_hold", engine.RequireApproval},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			p := openPipeline(t, t.TempDir())
+			svc, err := holds.NewService(p.holds, holds.Config{TerminalRules: []string{custom}}, p.audit,
+				engine.NopPublisher{}, zerolog.Nop())
+			require.NoError(t, err)
+			p.engine, err = engine.New(engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour, Terminal: svc.Terminal},
+				engine.Deps{Evaluator: approvalPack(t, tc.rule), Budgets: p.budgets, Holds: p.holds, Recorder: p.audit,
+					Logger: zerolog.Nop()})
+			require.NoError(t, err)
+			d, status := p.decideStatus(t, "s", "delete", 1, "production", "irreversible", "systemic")
+			assert.Equal(t, 200, status)
+			assert.Equal(t, tc.decision, d.Decision)
+			assert.Equal(t, tc.rule, d.Rule)
+			assert.Equal(t, tc.decision == engine.RequireApproval, d.HoldID != "", "a hold only where it can be resolved")
+		})
+	}
 }
 
 // A decision that creates a hold is on record with the hold's creation,

@@ -31,10 +31,6 @@ const (
 // is denied, since no approval could ever lift it.
 const RuleTerminal = "svc.policy/irreversible_systemic_prod"
 
-// terminalNote ends the reason of a require_approval turned into a deny
-// because its rule is RuleTerminal.
-const terminalNote = "; denied: rule " + RuleTerminal + " is terminal, no approval can lift it"
-
 // Reason codes of a refused re-submission (spec §3, §7).
 const (
 	ReasonHoldNotFound         = "svc_hold_not_found"

@@ -22,6 +22,10 @@ type Config struct {
 	// (SVC_OPA_TIMEOUT); one that has none by then is denied. Zero: no
 	// bound beyond the evaluator's own.
 	Deadline time.Duration
+	// Terminal reports whether a rule is terminal: its require_approval is
+	// denied, since no approval could ever lift it (the holds service owns
+	// the set and refuses to resolve such holds). Nil: RuleTerminal alone.
+	Terminal func(rule string) bool
 }
 
 // Deps are the parts the engine consumes. Publisher and Observer may be nil
@@ -65,6 +69,9 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
+	}
+	if cfg.Terminal == nil {
+		cfg.Terminal = func(rule string) bool { return rule == RuleTerminal }
 	}
 	e := &Engine{cfg: cfg, deps: deps, locks: newSessionLocks()}
 	return e, nil

@@ -171,12 +171,18 @@ func (s *Service) identify(r engine.ResolveRequest, holdID string) (engine.Princ
 	return p, false, err
 }
 
+// Terminal reports whether rule is terminal: DefaultTerminalRule or one of
+// Config.TerminalRules. Its holds can never be resolved, and the engine,
+// given this method, denies a require_approval under it rather than raise
+// such a hold.
+func (s *Service) Terminal(rule string) bool { return s.terminal[rule] }
+
 // authorize checks that h can be resolved at all, then that who may.
 func (s *Service) authorize(h engine.Hold, who engine.Principal) error {
 	if h.Status != engine.HoldPending {
 		return notResolvable(h.ID, h.Status, "hold is "+h.Status+", only a pending hold can be resolved")
 	}
-	if s.terminal[h.Rule] {
+	if s.Terminal(h.Rule) {
 		return notResolvable(h.ID, h.Status, "rule "+h.Rule+" is terminal: its holds can never be resolved")
 	}
 	if h.Envelope == nil {
