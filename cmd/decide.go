@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,23 +101,16 @@ func askEngine(ctx context.Context, cl *client, envelope []byte) (engine.Decisio
 // object naming its decision member once, spelled exactly "decision".
 // encoding/json reads the last of two such members, and takes a case
 // variant (Decision, or deciſion with a long s) for the member too, where
-// another reader of the same answer may read another verdict.
+// another reader of the same answer may read another verdict. Other
+// spellings (a full-width ｄecision) are other members, which encoding/json
+// ignores too.
 func exactDecisionMember(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	names, err := engine.MemberNames(raw)
+	if err != nil {
 		return errors.New("it is not a JSON object")
 	}
 	seen := false
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("it is not JSON: %w", err)
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return fmt.Errorf("it is not JSON: %w", err)
-		}
-		name, _ := tok.(string) // an object's keys are strings
+	for _, name := range names {
 		switch {
 		case !strings.EqualFold(name, "decision"):
 		case name != "decision":

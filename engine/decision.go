@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -130,25 +129,36 @@ func jsonString(value json.RawMessage) (string, bool) {
 var errNotObject = errors.New("not a JSON object")
 
 // exactMembers reads the object doc (null reads as an object without
-// members) and sets values[i] to the value of its member names[i], or nil
-// when it has none. Names are matched exactly, unlike encoding/json, which
-// also matches a name in another case or under Unicode folding ("Decision",
-// "deciſion") and keeps the last of duplicates. So a member that appears
-// twice, or spells one of names another way (see spelledName), is refused
-// with a *memberFault: two readers could disagree on the document. Other
-// members are ignored.
+// members: OPA writes an undefined document as null, which the verdict
+// readers take for one without the members they look for) and sets
+// values[i] to the value of its member names[i], or nil when it has none,
+// with objectScanner.match.
 func exactMembers(doc []byte, names []string, values []json.RawMessage) error {
-	s, err := scanObject(doc)
+	s, err := scanMembers(doc, true)
 	if err != nil {
 		return err
 	}
-	var keys [8][]byte // a verdict has three members: no allocation on the decision path
-	seen := keys[:0]
+	return s.match(names, values)
+}
+
+// match reads the members left to s and sets values[i], nil on entry, to
+// the value of its member names[i], or leaves it nil when it has none. Names are matched
+// exactly, unlike encoding/json, which also matches a name in another case
+// or under Unicode folding ("Decision", "deciſion") and keeps the last of
+// duplicates. So a member that appears twice, or spells one of names
+// another way (see spelledName), is refused with a *memberFault: two
+// readers could disagree on the document. Other members are ignored.
+func (s *objectScanner) match(names []string, values []json.RawMessage) error {
+	var array [8][]byte // a verdict has three members: no allocation on the decision path
+	keys := array[:0]
+	var seen keySet
 	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
 		key := memberName(quoted)
 		i := nameIndex(key, names)
+		var dup bool
+		keys, dup = seen.add(keys, key)
 		switch {
-		case slices.ContainsFunc(seen, func(k []byte) bool { return bytes.Equal(k, key) }):
+		case dup:
 			f := &memberFault{twice: true}
 			if i >= 0 {
 				f.name = names[i]
@@ -161,12 +171,28 @@ func exactMembers(doc []byte, names []string, values []json.RawMessage) error {
 				return &memberFault{key: string(key), name: name}
 			}
 		}
-		seen = append(seen, key)
 	}
 	return nil
 }
 
-// memberFault is why exactMembers refused a document: a member that
+// MemberNames returns the member names of the JSON object doc in document
+// order, escapes decoded as encoding/json decodes them, duplicates kept:
+// what decoding into a map hides. A doc that is not exactly one JSON
+// object, null included, is refused with an error saying it is not a JSON
+// object.
+func MemberNames(doc []byte) ([]string, error) {
+	s, err := scanObject(doc)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for quoted, _, ok := s.next(); ok; quoted, _, ok = s.next() {
+		names = append(names, string(memberName(quoted)))
+	}
+	return names, nil
+}
+
+// memberFault is why match refused a document: a member that
 // appears twice (name is the one of its names, "" for another member, whose
 // name is not repeated here: it may be anything a sender wrote), or key,
 // which spells name another way.
@@ -186,9 +212,10 @@ func (f *memberFault) Error() string {
 	return fmt.Sprintf("member %q spells %q another way", f.key, f.name)
 }
 
-// memberName decodes a member's quoted key.
+// memberName decodes a member's quoted key as encoding/json does: escapes
+// decoded, invalid UTF-8 read as U+FFFD.
 func memberName(quoted []byte) []byte {
-	if inner := quoted[1 : len(quoted)-1]; bytes.IndexByte(inner, '\\') < 0 {
+	if inner := quoted[1 : len(quoted)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return inner
 	}
 	key, _ := jsonString(quoted) // a valid JSON string always decodes
@@ -224,18 +251,25 @@ type objectScanner struct {
 	pos  int
 }
 
-// scanObject checks that doc is one JSON value, an object or null, and
-// returns a scanner of its members.
+// scanObject checks that doc is one JSON value, an object, and returns a
+// scanner of its members.
 func scanObject(doc []byte) (objectScanner, error) {
+	return scanMembers(doc, false)
+}
+
+// scanMembers checks that doc is one JSON value, an object or, when null is
+// set, null, which reads as an object without members; and returns a
+// scanner of its members.
+func scanMembers(doc []byte, null bool) (objectScanner, error) {
 	if !json.Valid(doc) {
 		return objectScanner{}, errNotObject
 	}
 	s := objectScanner{data: doc}
 	s.space()
-	switch doc[s.pos] {
-	case '{':
+	switch {
+	case doc[s.pos] == '{':
 		s.pos++
-	case 'n':
+	case null && doc[s.pos] == 'n':
 		s.pos = len(doc)
 	default:
 		return objectScanner{}, errNotObject

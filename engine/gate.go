@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -372,17 +371,19 @@ func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 
 // answerMembers checks that doc is one JSON object and sets values[i] to
 // the value of its member gateMembers[i], or nil when it has none, with
-// exactMembers. An answer that names any member twice, or has a member that
-// spells one of gateMembers another way ("Active", full-width or invisible
-// characters), is refused as a portal fault: JSON readers disagree on such
-// a document (encoding/json keeps the last duplicate and folds case), so
-// the portal and svc could read different verdicts. The fault names only
-// svc's own members: the portal's other names are not ours to log.
+// objectScanner.match. An answer that names any member twice, or has a
+// member that spells one of gateMembers another way ("Active", full-width
+// or invisible characters), is refused as a portal fault: JSON readers
+// disagree on such a document (encoding/json keeps the last duplicate and
+// folds case), so the portal and svc could read different verdicts. The
+// fault names only svc's own members: the portal's other names are not ours
+// to log.
 func answerMembers(doc []byte, values []json.RawMessage) error {
-	if !bytes.HasPrefix(bytes.TrimLeft(doc, " \t\r\n"), []byte("{")) {
+	s, err := scanObject(doc)
+	if err != nil {
 		return portalFault("portal answer is not a JSON object")
 	}
-	err := exactMembers(doc, gateMembers[:], values)
+	err = s.match(gateMembers[:], values)
 	var f *memberFault
 	switch {
 	case err == nil:

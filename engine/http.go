@@ -74,7 +74,7 @@ func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
-	mux.HandleFunc("POST /v1/decide", s.decideAuth(s.handleDecide))
+	mux.HandleFunc("POST "+decidePath, s.decideAuth(s.handleDecide))
 	mux.HandleFunc("GET /v1/holds", s.holdsAuth(s.handleListHolds))
 	mux.HandleFunc("GET /v1/holds/{id}", s.holdsAuth(s.handleGetHold))
 	mux.HandleFunc("POST /v1/holds/{id}/resolve", s.holdsAuth(s.handleResolve))
@@ -97,13 +97,22 @@ func crossOrigin(next http.Handler) http.Handler {
 	c := http.NewCrossOriginProtection()
 	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body := map[string]any{"error": "forbidden", "reason": "cross_origin_request"}
-		if r.URL.Path == "/v1/decide" {
+		if isDecide(r) {
 			writeRefusal(w, http.StatusForbidden, body)
 			return
 		}
 		writeJSON(w, http.StatusForbidden, body)
 	}))
 	return c.Handler(next)
+}
+
+// decidePath is the path of the decide route.
+const decidePath = "/v1/decide"
+
+// isDecide reports whether r is for the decide route, whose every answer,
+// a refusal or a fault included, carries a decision.
+func isDecide(r *http.Request) bool {
+	return r.URL.Path == decidePath
 }
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -123,7 +132,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 					panic(p)
 				}
 				s.log.Error().Interface("panic", p).Str("path", r.URL.Path).Msg("handler panicked")
-				if r.URL.Path == "/v1/decide" {
+				if isDecide(r) {
 					writeJSON(w, http.StatusInternalServerError, Decision{Decision: Deny, Rule: RuleInternalError,
 						Reason: "engine fault; denied (fail closed)", Obligations: []string{}, DecisionID: NewID()})
 					return

@@ -58,7 +58,7 @@ type scanned struct {
 // deeper than encoding/json allows included, is reported before an
 // ambiguous key or number, wherever each occurs.
 func scanKeys(body []byte) (scanned, error) {
-	s := keyScanner{data: body, stack: make([]frame, 0, 8), seen: make([]text, 0, 32)}
+	s := keyScanner{data: body, stack: make([]frame, 0, 8), seen: make([][]byte, 0, 32)}
 	s.out.members = make([]member, 0, len(knownTopLevel))
 	s.skipSpace()
 	s.object = s.pos < len(body) && body[s.pos] == '{'
@@ -77,17 +77,15 @@ func scanKeys(body []byte) (scanned, error) {
 // keyScanner walks a document without recursion, so no nesting exhausts
 // the goroutine stack. Only a syntax error, nesting too deep included,
 // stops it, so that malformed JSON wins over the first ambiguous key it
-// recorded. Its stack holds no pointers: keys are offsets into the body or
-// into decoded.
+// recorded.
 type keyScanner struct {
 	data      []byte
 	pos       int
-	object    bool                        // the root is an object: check keys and record members
-	start     int                         // offset of the value of the root member being read
-	stack     []frame                     // the open arrays and objects, the root first
-	seen      []text                      // compared forms of the open objects' keys
-	decoded   [][]byte                    // keys and compared forms that are not bytes of the body
-	indexes   map[int]map[string]struct{} // compared forms by stack index, for objects of many keys
+	object    bool     // the root is an object: check keys and record members
+	start     int      // offset of the value of the root member being read
+	stack     []frame  // the open arrays and objects, the root first
+	seen      [][]byte // compared forms of the open objects' keys, each object's after its parent's
+	decoded   [][]byte // keys and compared forms that are not bytes of the body
 	ambiguous *InvalidEnvelope
 	out       scanned
 }
@@ -114,12 +112,11 @@ func (s *keyScanner) keep(b []byte) text {
 // is its parent's member.
 type frame struct {
 	array   bool
-	started bool // has a member or element
-	indexed bool // the object has so many keys that they are in keyScanner.indexes
-	numbers bool // the object is params or context, whose numbers must be exact
-	object  int  // 1 + its index in envelopeObjects for an envelope object, else 0
-	member  text // the key being read
-	seen    int  // this object's first entry in keyScanner.seen
+	started bool   // has a member or element
+	numbers bool   // the object is params or context, whose numbers must be exact
+	object  int    // 1 + its index in envelopeObjects for an envelope object, else 0
+	member  text   // the key being read
+	keys    keySet // the object's keys (compared forms), in keyScanner.seen
 }
 
 // document reads one value and then only white space to the end.
@@ -206,7 +203,7 @@ func (s *keyScanner) open(c byte) error {
 		return errSyntax
 	}
 	s.pos++
-	f := frame{array: c == '[', seen: len(s.seen)}
+	f := frame{array: c == '[', keys: keySet{start: len(s.seen)}}
 	switch n := len(s.stack); {
 	case f.array:
 	case n == 0:
@@ -225,10 +222,7 @@ func (s *keyScanner) open(c byte) error {
 // close pops the innermost container and forgets its keys.
 func (s *keyScanner) close() {
 	n := len(s.stack) - 1
-	if s.stack[n].indexed {
-		delete(s.indexes, n)
-	}
-	s.seen = s.seen[:s.stack[n].seen]
+	s.seen = s.seen[:s.stack[n].keys.start]
 	s.stack = s.stack[:n]
 }
 
@@ -274,9 +268,11 @@ func (s *keyScanner) check(f *frame) {
 			_, misspelt = misspelling(string(key), canon, fields)
 		}
 	}
+	var dup bool
+	s.seen, dup = f.keys.add(s.seen, s.bytesOf(id))
 	switch {
-	case s.remember(id):
-		s.fail(key, "duplicate key (keys must be unique)")
+	case dup:
+		s.fail(key, reasonDuplicateKey)
 	case misspelt:
 		s.fail(key, misspeltReason)
 	}
@@ -297,41 +293,43 @@ func lowerASCII(key []byte) bool {
 	return true
 }
 
-// remember adds id to the innermost object's keys and reports whether it
-// was there already.
-func (s *keyScanner) remember(id text) bool {
-	n := len(s.stack) - 1
-	if s.stack[n].indexed {
-		index := s.indexes[n]
-		_, dup := index[string(s.bytesOf(id))]
-		index[string(s.bytesOf(id))] = struct{}{}
-		return dup
-	}
-	keys := s.seen[s.stack[n].seen:]
-	for _, k := range keys {
-		if bytes.Equal(s.bytesOf(k), s.bytesOf(id)) {
-			return true
-		}
-	}
-	s.seen = append(s.seen, id)
-	if len(keys) == maxLinearKeys {
-		s.index(n)
-	}
-	return false
+// keySet is the set of one object's keys, for its duplicate check. The
+// keys are kept in a slice of its owner, from start on: nested objects
+// share one slice, each object's keys after those of the object it is in,
+// so that the slice is a stack of the open objects' keys. They are compared
+// one by one while there are at most maxLinearKeys of them, with no
+// allocation beyond the slice's growth; past that they are also put in a
+// map, so that an object of n keys costs O(n), not O(n²).
+type keySet struct {
+	start int                 // the object's first key in its owner's slice
+	index map[string]struct{} // all its keys once it has more than maxLinearKeys, else nil
 }
 
-// index moves the keys of object n to a map, where an object of many keys
-// looks up its duplicates.
-func (s *keyScanner) index(n int) {
-	index := make(map[string]struct{}, 4*maxLinearKeys)
-	for _, k := range s.seen[s.stack[n].seen:] {
-		index[string(s.bytesOf(k))] = struct{}{}
+// add adds key to the set, whose keys are keys[k.start:], and returns keys
+// with key appended when it is kept there, and whether it was in the set
+// already. Like append, add may reuse the array of keys. key must not change
+// while the set is in use.
+func (k *keySet) add(keys [][]byte, key []byte) ([][]byte, bool) {
+	if k.index != nil {
+		if _, dup := k.index[string(key)]; dup {
+			return keys, true
+		}
+		k.index[string(key)] = struct{}{}
+		return keys, false
 	}
-	if s.indexes == nil {
-		s.indexes = map[int]map[string]struct{}{}
+	for _, seen := range keys[k.start:] {
+		if bytes.Equal(seen, key) {
+			return keys, true
+		}
 	}
-	s.indexes[n] = index
-	s.stack[n].indexed = true
+	keys = append(keys, key)
+	if len(keys)-k.start > maxLinearKeys {
+		k.index = make(map[string]struct{}, 4*maxLinearKeys)
+		for _, seen := range keys[k.start:] {
+			k.index[string(seen)] = struct{}{}
+		}
+	}
+	return keys, false
 }
 
 // fail records the first ambiguous key, named by its path.
@@ -363,7 +361,7 @@ func (s *keyScanner) checkNumber(lit []byte) {
 }
 
 // misspeltReason is the refusal of a key that spells a field another way.
-const misspeltReason = "field names are spelled exactly as documented: lower case (snake_case), no surrounding space, no full-width or other compatibility forms, no invisible characters"
+const misspeltReason = reasonSpelling + "lower case (snake_case), no surrounding space, no full-width or other compatibility forms, no invisible characters"
 
 // misspelling returns the known name that key, not itself one of known,
 // reads as: one it equals but for case (as encoding/json matches names), or

@@ -1,15 +1,14 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 )
 
-// Reasons of the member names decodeStrict refuses, worded as on
-// /v1/decide (docs/api.md "No ambiguous keys").
+// Reasons of refused member names, worded alike by decodeStrict and on
+// /v1/decide (keyScanner; docs/api.md "No ambiguous keys").
 const (
 	reasonDuplicateKey = "duplicate key (keys must be unique)"
 	reasonSpelling     = "field names are spelled exactly as documented: "
@@ -35,9 +34,6 @@ func invalidJSON(reason, field string) *Error {
 // member name is reported by its path in field. Errors are *Error values
 // built by invalidJSON.
 func decodeStrict(body []byte, v any, usage string, fields ...string) error {
-	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
-		return invalidJSON(usage, "")
-	}
 	if err := checkMembers(body, "", fields); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -59,22 +55,27 @@ func decodeStrict(body []byte, v any, usage string, fields ...string) error {
 // against fields, and those of its members that are objects with
 // documented members of their own. A member that is an object where none is
 // documented is left to the type check of json.Unmarshal, which names it.
+// A doc that is not an object is refused with errNotObject.
 func checkMembers(doc []byte, path string, fields []string) error {
 	s, err := scanObject(doc)
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
+	var array [8][]byte
+	keys := array[:0]
+	var seen keySet
 	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
-		name := string(memberName(quoted))
+		key := memberName(quoted)
+		name := string(key)
 		member := memberPath(path, name)
+		var dup bool
+		keys, dup = seen.add(keys, key)
 		switch {
-		case seen[name]:
+		case dup:
 			return invalidJSON(reasonDuplicateKey, member)
 		case !slices.Contains(fields, member) || strings.Contains(name, "."):
 			return invalidJSON(reasonSpelling+documented(fields, path), member)
 		}
-		seen[name] = true
 		if value[0] == '{' && hasMembers(fields, member) {
 			if err := checkMembers(value, member, fields); err != nil {
 				return err

@@ -102,7 +102,7 @@ func parsePolicy(src string) (policy, error) {
 // two keys differ only by surrounding space: a map would keep either one,
 // depending on its iteration order.
 func uniqueRules(src string) error {
-	keys, err := objectKeys([]byte(src))
+	keys, err := engine.MemberNames([]byte(src))
 	if err != nil {
 		return fmt.Errorf("want a JSON object {rule: [principal types]}: %w", err)
 	}

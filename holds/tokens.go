@@ -84,14 +84,15 @@ func parseTokens(data []byte) (tokenSet, error) {
 	return set, nil
 }
 
-// exactPrincipalKeys refuses an entry whose members are not exactly "type"
-// and "id", each once: encoding/json would match "TYPE" and keep the last
-// of two "type" members, so one reader could see a human and another an
-// agent.
+// exactPrincipalKeys refuses an entry that is an object whose members are
+// not exactly "type" and "id", each once: encoding/json would match "TYPE"
+// and keep the last of two "type" members, so one reader could see a human
+// and another an agent. An entry that is not an object is left to
+// strictDecode, which names what it is.
 func exactPrincipalKeys(entry []byte) error {
-	keys, err := objectKeys(entry)
+	keys, err := engine.MemberNames(entry)
 	if err != nil {
-		return err
+		return nil // not an object: strictDecode says what it is
 	}
 	bad := slices.IndexFunc(keys, func(k string) bool { return k != "type" && k != "id" })
 	if bad < 0 {
@@ -107,7 +108,7 @@ func exactPrincipalKeys(entry []byte) error {
 // a map would silently keep the last of. The error names the entries by
 // position, never by token.
 func uniqueTokens(data []byte) error {
-	keys, err := objectKeys(data)
+	keys, err := engine.MemberNames(data)
 	if err != nil {
 		return fmt.Errorf("resolver tokens: %w", err)
 	}
@@ -132,30 +133,6 @@ func repeatedKey(keys []string, norm func(string) string) (first, again int, fou
 		seen[k] = i
 	}
 	return 0, 0, false
-}
-
-// objectKeys returns the member names of the JSON object data in order,
-// escapes decoded, duplicates kept: what decoding into a map hides. data
-// must be a JSON object (strictDecode checks it first).
-func objectKeys(data []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("read object: %w", err)
-	}
-	var keys []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("read member name: %w", err)
-		}
-		key, _ := tok.(string)
-		keys = append(keys, key)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil, fmt.Errorf("read member value: %w", err)
-		}
-	}
-	return keys, nil
 }
 
 // strictDecode decodes exactly one JSON value with no unknown fields. A

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMemberNames checks the exported reader of an object's member names:
+// in order, escapes decoded as encoding/json decodes them, duplicates kept,
+// and anything but one JSON object refused.
+func TestMemberNames(t *testing.T) {
+	tests := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"in order, duplicates kept", `{"b":1,"a":{"c":2},"b":3}`, []string{"b", "a", "b"}},
+		{"escapes decoded", `{"d\u0065cision":1,"\"q\"":2}`, []string{"decision", `"q"`}},
+		{"invalid UTF-8 as encoding/json reads it", "{\"a\xff\":1,\"a\xfe\":2}", []string{"a\ufffd", "a\ufffd"}},
+		{"full-width name kept as it is", `{"ｄecision":1}`, []string{"ｄecision"}},
+		{"white space around", " \n{ \"a\" : 1 }\t", []string{"a"}},
+		{"empty object", `{}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := MemberNames([]byte(tt.doc))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	for _, doc := range []string{`null`, ` null `, `[]`, `["decision","allow"]`, `"x"`, `1`, ``, `{`, `{} {}`, `{"a":}`} {
+		t.Run("refuses "+doc, func(t *testing.T) {
+			got, err := MemberNames([]byte(doc))
+			require.EqualError(t, err, "not a JSON object")
+			assert.Nil(t, got)
+		})
+	}
+}
+
+// TestNullIsAnObjectOnlyToTheVerdictReaders checks that null reads as an
+// object without members where an OPA answer may carry it (exactMembers),
+// and nowhere else.
+func TestNullIsAnObjectOnlyToTheVerdictReaders(t *testing.T) {
+	var values [1]json.RawMessage
+	require.NoError(t, exactMembers([]byte(" null "), []string{"a"}, values[:]))
+	assert.Nil(t, values[0])
+	_, err := scanObject([]byte("null"))
+	assert.ErrorIs(t, err, errNotObject)
+	assert.ErrorContains(t, answerMembers([]byte("null"), values[:]), "portal answer is not a JSON object")
+}
+
+// TestExactMembersManyMembers checks duplicates among many members, which
+// keySet looks up in a map past maxLinearKeys, as well as among few.
+func TestExactMembersManyMembers(t *testing.T) {
+	members := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, `"m%d":%d,`, i, i)
+		}
+		return b.String()
+	}
+	for _, n := range []int{1, maxLinearKeys - 1, maxLinearKeys, maxLinearKeys + 1, 10 * maxLinearKeys} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var values [1]json.RawMessage
+			require.NoError(t, exactMembers([]byte(`{`+members(n)+`"a":true}`), []string{"a"}, values[:]))
+			assert.Equal(t, "true", string(values[0]))
+
+			err := exactMembers([]byte(`{`+members(n)+`"m0":0}`), []string{"a"}, values[:])
+			assert.EqualError(t, err, "a member appears twice")
+			err = exactMembers([]byte(`{"a":1,`+members(n)+`"\u0061":2}`), []string{"a"}, values[:])
+			assert.EqualError(t, err, `member "a" appears twice`)
+			err = exactMembers([]byte(fmt.Sprintf(`{%s"m%d":0}`, members(n), n-1)), []string{"a"}, values[:])
+			assert.EqualError(t, err, "a member appears twice", "the last member repeated")
+		})
+	}
+}
+
+// TestExactMembersAllocates checks that reading the members of a verdict,
+// on the decision path, allocates nothing.
+func TestExactMembersAllocates(t *testing.T) {
+	doc := []byte(`{"decision":"deny","rule":"svc.policy/strict","reason":"policy says deny","extra":{"k":[1,2]}}`)
+	var values [len(verdictMembers)]json.RawMessage
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := exactMembers(doc, verdictMembers[:], values[:]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// TestDecodeStrictManyMembers checks duplicates among many members of a
+// strictly decoded body.
+func TestDecodeStrictManyMembers(t *testing.T) {
+	fields := make([]string, 0, 3*maxLinearKeys)
+	var body strings.Builder
+	body.WriteString("{")
+	for i := range cap(fields) {
+		fields = append(fields, fmt.Sprintf("f%d", i))
+		fmt.Fprintf(&body, `"f%d":%d,`, i, i)
+	}
+	body.WriteString(`"f5":5}`)
+	var got map[string]int
+	err := decodeStrict([]byte(body.String()), &got, "usage", fields...)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, reasonDuplicateKey, e.Message)
+	assert.Equal(t, "f5", fieldOf(e))
+}
