@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -72,7 +71,7 @@ func (c GateConfig) parse() (gateSettings, error) {
 	if err != nil {
 		return gateSettings{}, err
 	}
-	pool, err := caPool(c.CABundle)
+	pool, err := LoadCAPool(c.CABundle, "SVC_GATE_INTROSPECTION_CA_BUNDLE")
 	if err != nil {
 		return gateSettings{}, err
 	}
@@ -119,33 +118,3 @@ func authHeader(v string) (string, error) {
 }
 
 func notVisibleASCII(r rune) bool { return r <= ' ' || r > '~' }
-
-func caPool(path string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil {
-		pool = x509.NewCertPool()
-	}
-	if path == "" {
-		return pool, nil
-	}
-	data, err := ReadPEMFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE: %w", err)
-	}
-	n := 0
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: PEM block %q is not a CERTIFICATE", path, block.Type)
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: certificate %d: %w", path, n+1, err)
-		}
-		pool.AddCert(cert)
-		n++
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("SVC_GATE_INTROSPECTION_CA_BUNDLE %s: no PEM certificate found", path)
-	}
-	return pool, nil
-}

@@ -133,12 +133,30 @@ func (c *WebhookConfig) SetDefaults() {
 
 // Validate reports every invalid setting, each error naming its variable.
 func (c Config) Validate() error {
-	return errors.Join(c.Syslog.Validate(), c.Webhook.Validate())
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate, returning as well the roots that SVC_SYSLOG_TLS_CA
+// names (see SyslogConfig.validate), so that New reads the file once.
+func (c Config) validate() (*x509.CertPool, error) {
+	roots, err := c.Syslog.validate()
+	return roots, errors.Join(err, c.Webhook.Validate())
 }
 
 // Validate checks the syslog settings; the address is required only when
-// syslog is enabled.
+// syslog is enabled. SVC_SYSLOG_TLS_CA is loaded whenever it is set, even
+// with syslog off or not over TLS, so that a bad file is found with the
+// other settings rather than when the sender starts.
 func (c SyslogConfig) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate, returning as well the system roots plus those of
+// SVC_SYSLOG_TLS_CA when it is set and valid, nil otherwise: the roots the
+// TLS sender trusts.
+func (c SyslogConfig) validate() (*x509.CertPool, error) {
 	var errs []error
 	if c.Enabled && c.Address == "" {
 		errs = append(errs, errors.New("SVC_SYSLOG_ADDRESS: required when SVC_SYSLOG_ENABLED is true"))
@@ -160,9 +178,11 @@ func (c SyslogConfig) Validate() error {
 	if _, err := ParseFacility(c.Facility); err != nil {
 		errs = append(errs, fmt.Errorf("SVC_SYSLOG_FACILITY: %w", err))
 	}
+	var roots *x509.CertPool
 	if c.TLSCA != "" {
-		if err := checkCAFile(c.TLSCA); err != nil {
-			errs = append(errs, fmt.Errorf("SVC_SYSLOG_TLS_CA: %w", err))
+		var err error
+		if roots, err = engine.LoadCAPool(c.TLSCA, "SVC_SYSLOG_TLS_CA"); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.QueueSize < 1 || c.QueueSize > MaxQueueSize {
@@ -172,7 +192,7 @@ func (c SyslogConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("SVC_SYSLOG_MAX_MESSAGE: must be between %d and %d octets, got %d",
 			MinMaxMessage, MaxMaxMessage, c.MaxMessage))
 	}
-	return errors.Join(errs...)
+	return roots, errors.Join(errs...)
 }
 
 // Validate checks the webhook settings. The URL itself is never echoed: it
@@ -200,21 +220,6 @@ func (c WebhookConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("webhook attempts: must be between 1 and %d, got %d", MaxWebhookTries, c.MaxAttempts))
 	}
 	return errors.Join(errs...)
-}
-
-// checkCAFile checks that path is a regular file of at most
-// engine.MaxPEMFile bytes holding at least one PEM certificate, as the TLS
-// sender will need when it loads it, so that a bad file is found with the
-// other settings rather than when the sender starts.
-func checkCAFile(path string) error {
-	pem, err := engine.ReadPEMFile(path)
-	if err != nil {
-		return err
-	}
-	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-		return fmt.Errorf("no PEM certificate in %s", path)
-	}
-	return nil
 }
 
 func checkHostPort(addr string) error {

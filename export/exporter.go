@@ -33,12 +33,13 @@ type Stats struct {
 // enabled destination. Close stops them.
 func New(cfg Config, log zerolog.Logger) (*Exporter, error) {
 	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
+	roots, err := cfg.validate()
+	if err != nil {
 		return nil, fmt.Errorf("export config: %w", err)
 	}
 	e := &Exporter{drain: cfg.DrainTimeout}
 	if cfg.Syslog.Enabled {
-		s, err := newSyslogSink(cfg.Syslog)
+		s, err := newSyslogSink(cfg.Syslog, roots)
 		if err != nil {
 			return nil, fmt.Errorf("export config: %w", err)
 		}

@@ -70,7 +70,10 @@ type syslogSink struct {
 	frame     []byte
 }
 
-func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
+// newSyslogSink returns the sink of cfg, which Validate accepted; roots are
+// the roots trusted for a TLS collector, as SyslogConfig.validate loaded
+// them (nil for the system roots alone).
+func newSyslogSink(cfg SyslogConfig, roots *x509.CertPool) (*syslogSink, error) {
 	facility, err := ParseFacility(cfg.Facility)
 	if err != nil {
 		return nil, fmt.Errorf("SVC_SYSLOG_FACILITY: %w", err)
@@ -89,7 +92,7 @@ func newSyslogSink(cfg SyslogConfig) (*syslogSink, error) {
 	}
 	s.msgLimit = msgLimit(cfg.MaxMessage, s.hostname, s.procID)
 	if cfg.Protocol == ProtocolTLS {
-		if s.tls, err = tlsConfig(cfg); err != nil {
+		if s.tls, err = tlsConfig(cfg, roots); err != nil {
 			return nil, err
 		}
 	}
@@ -107,25 +110,13 @@ func msgLimit(maxMessage int, hostname, procID string) int {
 	return maxMessage - len(longest) - len(" ")
 }
 
-// tlsConfig trusts the system roots plus SVC_SYSLOG_TLS_CA, and verifies the
-// collector's name unless SVC_SYSLOG_TLS_VERIFY=false opted out.
-func tlsConfig(cfg SyslogConfig) (*tls.Config, error) {
+// tlsConfig trusts roots, the system roots plus SVC_SYSLOG_TLS_CA (the
+// system roots alone when nil), and verifies the collector's name unless
+// SVC_SYSLOG_TLS_VERIFY=false opted out.
+func tlsConfig(cfg SyslogConfig, roots *x509.CertPool) (*tls.Config, error) {
 	host, _, err := net.SplitHostPort(cfg.Address)
 	if err != nil {
 		return nil, fmt.Errorf("SVC_SYSLOG_ADDRESS: %w", err)
-	}
-	roots, err := x509.SystemCertPool()
-	if err != nil {
-		roots = x509.NewCertPool()
-	}
-	if cfg.TLSCA != "" {
-		pem, err := engine.ReadPEMFile(cfg.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("SVC_SYSLOG_TLS_CA: %w", err)
-		}
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("SVC_SYSLOG_TLS_CA: no PEM certificate in %s", cfg.TLSCA)
-		}
 	}
 	return &tls.Config{
 		ServerName:         host,
