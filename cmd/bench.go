@@ -87,7 +87,7 @@ func newBenchCommand() *cobra.Command {
 }
 
 func (p *benchParams) validate() error {
-	if !strings.HasPrefix(p.url, "http://") && !strings.HasPrefix(p.url, "https://") {
+	if _, ok := httpURL(p.url); !ok {
 		return &exitError{code: 2, err: fmt.Errorf("--url: must be the engine's http(s) base URL, got %q", redactURL(p.url))}
 	}
 	if p.duration <= 0 || p.sessions < 1 || p.opaRuns < 0 || p.procs < 0 {
@@ -229,10 +229,13 @@ func (b *benchClient) drive(ctx context.Context, n int, run string, d time.Durat
 	deciders := b.deciders(n)
 	until := time.Now().Add(d)
 	out := runWorkers(n, func(i int) benchResult { return b.worker(ctx, deciders[i], run, i, until) })
+	if err := ctx.Err(); err != nil {
+		return out, err
+	}
 	if len(out.latencies) == 0 {
 		return out, b.noAnswer(d, out)
 	}
-	return out, ctx.Err()
+	return out, nil
 }
 
 // noAnswer explains a run of d in which no decision was answered, from the

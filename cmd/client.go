@@ -31,8 +31,8 @@ func newClient() (*client, error) {
 	if err := p.first(); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(raw)
-	if raw == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := httpURL(raw)
+	if !ok {
 		return nil, fmt.Errorf("SVC_CORE_URL: must be the engine's http(s) base URL, got %q", redactURL(raw))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -92,4 +92,27 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 		return resp.StatusCode, fmt.Errorf("engine answer is not JSON: %w", err)
 	}
 	return resp.StatusCode, nil
+}
+
+// httpURL parses raw as an absolute http or https URL with a host.
+func httpURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, false
+	}
+	return u, true
+}
+
+// redactURL hides a password in u, for messages. Of a URL that does not
+// parse into a host with its user information (a password holding "/"
+// ends the host early), everything up to its last "@" is left out, so that
+// a password is never echoed.
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil && p.Host != "" && (p.User != nil || !strings.Contains(u, "@")) {
+		return p.Redacted()
+	}
+	if at := strings.LastIndex(u, "@"); at >= 0 {
+		return "…@" + u[at+1:]
+	}
+	return u
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -244,10 +243,8 @@ func (p *parser) check(c Config) {
 	if c.OPAMode != "eval" && c.OPAMode != "server" {
 		p.fail("opa_mode", "must be eval or server, got %q", c.OPAMode)
 	}
-	if c.OPAURL != "" {
-		if u, err := url.Parse(c.OPAURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", redactURL(c.OPAURL))
-		}
+	if _, ok := httpURL(c.OPAURL); c.OPAURL != "" && !ok {
+		p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", redactURL(c.OPAURL))
 	}
 	if err := c.Gate.Validate(); err != nil {
 		p.errs = append(p.errs, err)

@@ -6,7 +6,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,16 +43,6 @@ func TestConfigFileAndFlagPrecedence(t *testing.T) {
 	assert.Contains(t, out, "missing.yaml")
 }
 
-func runFailingArgs(t *testing.T, env map[string]string, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(svcBin, append([]string{"serve"}, args...)...)
-	cmd.Env = environ(env)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee, "svc serve should have refused to start:\n%s", out)
-	return ee.ExitCode(), string(out)
-}
-
 func TestClientVerifiesTLS(t *testing.T) {
 	p := startEngine(t, baseEnv(t))
 	target, err := url.Parse(p.URL)
@@ -63,18 +52,12 @@ func TestClientVerifiesTLS(t *testing.T) {
 	proxy.StartTLS()
 	t.Cleanup(proxy.Close)
 	run := func(verify string) (int, string) {
-		cmd := exec.Command(svcBin, "holds", "list")
 		env := map[string]string{"SVC_CORE_URL": proxy.URL}
 		if verify != "" {
 			env["SVC_VERIFY_SSL"] = verify
 		}
-		cmd.Env = environ(env)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		}
-		require.NoError(t, err)
-		return 0, string(out)
+		r := runSvc(t, env, nil, "holds", "list")
+		return r.code, r.output()
 	}
 	code, out := run("")
 	assert.Equal(t, 1, code, "certificates are verified by default")

@@ -1,6 +1,7 @@
 package cmd_test
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -443,14 +444,8 @@ func TestDecideCLIExitCodes(t *testing.T) {
 		f := filepath.Join(t.TempDir(), "env.json")
 		raw := mustJSON(t, envl)
 		require.NoError(t, os.WriteFile(f, raw, 0o644))
-		cmd := exec.Command(svcBin, "decide", "-f", f)
-		cmd.Env = environ(map[string]string{"SVC_CORE_URL": core, "SVC_CORE_TOKEN": "tok"})
-		out, err := cmd.Output()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		}
-		require.NoError(t, err)
-		return 0, string(out)
+		r := runSvc(t, map[string]string{"SVC_CORE_URL": core, "SVC_CORE_TOKEN": "tok"}, nil, "decide", "-f", f)
+		return r.code, r.stdout
 	}
 	code, out := run(p.URL, envelope(nil))
 	assert.Equal(t, 0, code)
@@ -505,22 +500,11 @@ func TestDecideCLIReadsTheDecisionExactly(t *testing.T) {
 				_, _ = w.Write([]byte(c.body))
 			}))
 			t.Cleanup(engine.Close)
-			cmd := exec.Command(svcBin, "decide")
-			cmd.Env = environ(map[string]string{"SVC_CORE_URL": engine.URL})
-			cmd.Stdin = strings.NewReader(string(mustJSON(t, envelope(nil))))
-			var stdout, stderr strings.Builder
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else {
-				require.NoError(t, err)
-			}
-			assert.Equal(t, c.code, code, stderr.String())
-			assert.Contains(t, stderr.String(), c.stderr)
+			r := runSvc(t, map[string]string{"SVC_CORE_URL": engine.URL}, bytes.NewReader(mustJSON(t, envelope(nil))), "decide")
+			assert.Equal(t, c.code, r.code, r.stderr)
+			assert.Contains(t, r.stderr, c.stderr)
 			if strings.Contains(c.stderr, "decision twice") || strings.Contains(c.stderr, "spelled another way") {
-				assert.Empty(t, stdout.String(), "an ambiguous answer is not printed, as if it had one decision")
+				assert.Empty(t, r.stdout, "an ambiguous answer is not printed, as if it had one decision")
 			}
 		})
 	}

@@ -3,8 +3,6 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/svc-dev/svc/engine"
 )
@@ -63,18 +61,4 @@ func (a *app) managedEvaluator(ctx context.Context, policyDir string) (engine.Ev
 	}
 	a.log.Info().Str("opa_mode", "server").Str("policy_dir", policyDir).Msg("policy engine ready")
 	return srv, nil
-}
-
-// redactURL hides a password in u, for messages. Of a URL that does not
-// parse into a host with its user information (a password holding "/"
-// ends the host early), everything up to its last "@" is left out, so that
-// a password is never echoed.
-func redactURL(u string) string {
-	if p, err := url.Parse(u); err == nil && p.Host != "" && (p.User != nil || !strings.Contains(u, "@")) {
-		return p.Redacted()
-	}
-	if at := strings.LastIndex(u, "@"); at >= 0 {
-		return "…@" + u[at+1:]
-	}
-	return u
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -221,14 +220,8 @@ func TestFreezeOverAPIAndCLI(t *testing.T) {
 	d = again.decide(t, envelope(map[string]any{"action.verb": "delete"}))
 	assert.Equal(t, "svc.policy/frozen", d.str("rule"), "a restart stays frozen")
 	cli := func(args ...string) (int, string) {
-		cmd := exec.Command(svcBin, args...)
-		cmd.Env = environ(map[string]string{"SVC_CORE_URL": again.URL, "SVC_CORE_TOKEN": "adapter-token"})
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		}
-		require.NoError(t, err)
-		return 0, string(out)
+		r := runSvc(t, map[string]string{"SVC_CORE_URL": again.URL, "SVC_CORE_TOKEN": "adapter-token"}, nil, args...)
+		return r.code, r.output()
 	}
 	code, out := cli("freeze", "status")
 	assert.Equal(t, 0, code)

@@ -3,7 +3,6 @@ package cmd_test
 import (
 	"encoding/json"
 	"maps"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -127,11 +126,9 @@ func TestFreezePinAcrossRestartsIsRecorded(t *testing.T) {
 // freezeCLI runs `svc args...` against the engine at url with token.
 func freezeCLI(t *testing.T, url, token string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(svcBin, args...)
-	cmd.Env = environ(map[string]string{"SVC_CORE_URL": url, "SVC_CORE_TOKEN": token})
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return string(out)
+	r := runSvc(t, map[string]string{"SVC_CORE_URL": url, "SVC_CORE_TOKEN": token}, nil, args...)
+	require.Zero(t, r.code, r.output())
+	return r.output()
 }
 
 // TestFreezeUpdatedTSMilliseconds: updated_ts is RFC 3339 UTC with

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -198,17 +199,49 @@ func (p *engineProc) stop(t *testing.T) {
 	}
 }
 
+// svcRun is how one run of the svc binary ended.
+type svcRun struct {
+	code           int
+	stdout, stderr string
+}
+
+// output is what the run printed, standard output first.
+func (r svcRun) output() string { return r.stdout + r.stderr }
+
+// runSvc runs `svc args...` with environ(env) and stdin (nil: none), for a
+// minute at most; only a failure to run it, or to see it end, fails t.
+func runSvc(t *testing.T, env map[string]string, stdin io.Reader, args ...string) svcRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, svcBin, args...)
+	cmd.Env = environ(env)
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := svcRun{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ctx.Err() == nil {
+		r.code = ee.ExitCode()
+	} else {
+		require.NoError(t, err, "svc %s:\n%s", strings.Join(args, " "), r.output())
+	}
+	return r
+}
+
 // runFailing runs `svc serve` expecting it to refuse to start.
 func runFailing(t *testing.T, env map[string]string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, svcBin, "serve")
-	cmd.Env = environ(env)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee, "svc serve should have refused to start:\n%s", out)
-	return ee.ExitCode(), string(out)
+	return runFailingArgs(t, env)
+}
+
+// runFailingArgs runs `svc serve args...` expecting it to refuse to start.
+func runFailingArgs(t *testing.T, env map[string]string, args ...string) (int, string) {
+	t.Helper()
+	r := runSvc(t, env, nil, append([]string{"serve"}, args...)...)
+	require.NotZero(t, r.code, "svc serve should have refused to start:\n%s", r.output())
+	return r.code, r.output()
 }
 
 // response is a decoded engine answer.
@@ -315,24 +348,6 @@ func mustJSON(t testing.TB, v any) []byte {
 	raw, err := json.Marshal(v)
 	require.NoError(t, err)
 	return raw
-}
-
-// bytesBuffer is a goroutine-safe buffer for a child's output.
-type bytesBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *bytesBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *bytesBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func countLines(s string) int { return len(strings.Split(strings.TrimSpace(s), "\n")) }

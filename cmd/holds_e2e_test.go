@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -455,18 +454,8 @@ func TestHoldsCLI(t *testing.T) {
 	p, _ := holdsEngine(t, nil)
 	id, _ := raiseHold(t, p, nil)
 	cli := func(token string, args ...string) (int, string, string) {
-		cmd := exec.Command(svcBin, args...)
-		cmd.Env = environ(map[string]string{"SVC_CORE_URL": p.URL, "SVC_CORE_TOKEN": token})
-		var stdout, stderr bytesBuffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
-		return code, stdout.String(), stderr.String()
+		r := runSvc(t, map[string]string{"SVC_CORE_URL": p.URL, "SVC_CORE_TOKEN": token}, nil, args...)
+		return r.code, r.stdout, r.stderr
 	}
 	code, out, _ := cli("adapter-token", "holds", "list")
 	require.Equal(t, 0, code)

@@ -51,7 +51,7 @@ var _ Evaluator = (*RESTEvaluator)(nil)
 func NewRESTEvaluator(baseURL string, timeout time.Duration) (*RESTEvaluator, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("opa server address %q is not an http(s) URL", baseURL)
+		return nil, errors.New("opa server address is not an http(s) URL") // not echoed: it may hold a password
 	}
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	return newRESTEvaluator(u, d.DialContext, timeout), nil
