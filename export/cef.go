@@ -3,6 +3,7 @@ package export
 import (
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/svc-dev/svc/engine"
@@ -141,7 +142,7 @@ func cefSize(r rune, width int) int {
 // paragraph separators U+2028 and U+2029, which a reader may take for a
 // line break and so for the end of the record.
 func isBlanked(r rune) bool {
-	return r < 0x20 || (r >= 0x7F && r < 0xA0) || r == '\u2028' || r == '\u2029'
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
 }
 
 // cefDecision renders a decision event with the extensions of spec §6.5.

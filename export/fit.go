@@ -64,8 +64,8 @@ func (size sizer) of(s string) int {
 
 // cutLongest cuts every field whose encoded size is above the waterline
 // for excess down to it, and reports whether it cut any. A value may be
-// escaped a little differently where it stands (a CEF header field) or be
-// absent from the message (raw_verb in CEF), so fit may need another round.
+// escaped a little differently where it stands than size counts (a CEF
+// header field), so fit may need another round.
 func cutLongest(fields []*string, excess int, size sizer) bool {
 	sizes := make([]int, len(fields))
 	for i, f := range fields {

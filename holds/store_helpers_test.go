@@ -2,7 +2,6 @@ package holds
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/svc-dev/svc/engine"
@@ -14,8 +13,8 @@ func (s *Store) Create(ctx context.Context, h engine.Hold) error {
 	return create(ctx, s.db, h)
 }
 
-// Consume is ConsumeIn in a transaction of its own, returning the consumed
-// hold.
+// Consume is consume outside a decision's transaction, returning the
+// consumed hold.
 func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Time) (engine.Hold, error) {
 	if err := consume(ctx, s.db, engine.Consumption{HoldID: id, DecisionID: decisionID, At: now}); err != nil {
 		return engine.Hold{}, err
@@ -23,8 +22,8 @@ func (s *Store) Consume(ctx context.Context, id, decisionID string, now time.Tim
 	return s.Get(ctx, id, now)
 }
 
-// Resolve is ResolveIn in a transaction of its own, resolving hold id with
-// r, returning the resolved hold.
+// Resolve is resolve outside a decision's transaction, resolving hold id
+// with r, returning the resolved hold.
 func (s *Store) Resolve(ctx context.Context, id string, r engine.HoldResolution) (engine.Hold, error) {
 	r.HoldID = id
 	if err := s.resolveAlone(ctx, r); err != nil {
@@ -33,15 +32,8 @@ func (s *Store) Resolve(ctx context.Context, id string, r engine.HoldResolution)
 	return s.Get(ctx, id, r.At)
 }
 
-// resolveAlone is ResolveIn in a transaction of its own.
+// resolveAlone is resolve outside a decision's transaction, as Consume and
+// Create are consume and create.
 func (s *Store) resolveAlone(ctx context.Context, r engine.HoldResolution) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("resolve hold %s: %w", r.HoldID, err)
-	}
-	if err := s.ResolveIn(ctx, tx, r); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return resolve(ctx, s.db, r)
 }

@@ -79,8 +79,9 @@ func (d Durability) synchronous() string {
 	return "&_synchronous=FULL"
 }
 
-// migrationPrefix namespaces this package's rows in the shared migrations
-// table, which the holds store also writes to.
+// migrationPrefix begins the name of every row of the migrations table,
+// which records this package's migrations (the holds store keeps its own
+// holds_migrations).
 const migrationPrefix = "ledger/"
 
 //go:embed migrations/*.sql

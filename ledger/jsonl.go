@@ -117,11 +117,12 @@ func (j *jsonl) write(buf []byte, sync bool) (int64, error) {
 	return size, nil
 }
 
-// current opens the file if needed and returns the state of the open one.
-// If the path no longer names it (the file was removed, or renamed away by
-// a log rotation), lines written to it would be lost or land in the rotated
-// file: it is synced if need be, closed, and the file at the path opened
-// (created if missing). One stat of the path per batch.
+// current returns the state of the file that the path names now, which is
+// where a batch must be appended. If the open file is no longer at the path
+// (it was removed, or renamed away by a log rotation), lines written to it
+// would be lost or land in the rotated file: it is synced if need be,
+// closed, and the file at the path opened (created if missing). One stat of
+// the path per batch.
 func (j *jsonl) current() (os.FileInfo, error) {
 	fi, err := j.opened()
 	if err != nil {
@@ -137,7 +138,9 @@ func (j *jsonl) current() (os.FileInfo, error) {
 	return j.opened()
 }
 
-// opened opens the file if needed and returns the state of the open one.
+// opened returns the state of the open file, opening the path first if no
+// file is open; unlike current, it does not check that the path still
+// names that file. A failed stat drops the file.
 func (j *jsonl) opened() (os.FileInfo, error) {
 	if err := j.open(); err != nil {
 		return nil, err
