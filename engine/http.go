@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // Gatekeeper authenticates portal-issued gate credentials on /v1/decide
@@ -165,8 +167,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 	var inv *InvalidEnvelope
 	switch {
 	case errors.Is(err, ErrInvalidJSON):
-		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
-			"reason": "request body is not one well-formed JSON value"})
+		writeRefusal(w, http.StatusBadRequest, invalidJSONBody(err))
 		return
 	case errors.As(err, &inv):
 		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_envelope",
@@ -175,6 +176,16 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 	}
 	d, status := s.engine.Decide(r.Context(), Request{Envelope: env, Gate: gate, Received: received})
 	writeJSON(w, status, d)
+}
+
+// invalidJSONBody is the refusal of a decide body ParseEnvelope found not
+// to be JSON: for a body breaking I-JSON's text rules, the reason and the
+// offset name the first offending byte.
+func invalidJSONBody(err error) map[string]any {
+	if ie, ok := errors.AsType[*ijson.Error](err); ok {
+		return map[string]any{"error": "invalid_json", "reason": ie.Error(), "offset": ie.Offset}
+	}
+	return map[string]any{"error": "invalid_json", "reason": "request body is not one well-formed JSON value"}
 }
 
 // readBody reads at most limit bytes; a larger body is an error.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // Limits of envelope values.
@@ -34,12 +36,16 @@ var knownTopLevel = []string{"svc_version", "agent", "action", "target", "params
 	"approval", "trajectory_ref", "context", "meta"}
 
 // ParseEnvelope decodes, validates and canonicalises an Action Envelope.
-// It returns ErrInvalidJSON for malformed JSON and *InvalidEnvelope for a
+// It returns ErrInvalidJSON for malformed JSON (wrapping an *ijson.Error
+// for invalid UTF-8 or an escaped lone surrogate) and *InvalidEnvelope for a
 // document that breaks the envelope contract (docs/api.md). It reads the
 // body in one checking pass (scanKeys) and one decoding pass over the
 // checked values, and refuses exactly what encoding/json based parsing
 // refused, with the same errors.
 func ParseEnvelope(body []byte) (*Envelope, error) {
+	if err := ijson.Check(body); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
+	}
 	doc, err := scanKeys(body)
 	if err != nil {
 		return nil, err
