@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	svcBin = filepath.Join(dir, "svc")
-	args := []string{"build", "-o", svcBin}
+	// The svcfault tag builds in the crash hook of the crash tests, inert
+	// unless its variable is set (ledger/fault_crash.go).
+	args := []string{"build", "-tags", "svcfault", "-o", svcBin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

@@ -118,7 +118,9 @@ type signal struct {
 
 // NewAudit returns the audit log on db, appending to the JSONL file at path
 // when path is not empty and writing the hold rows of commits through holds
-// (nil when no commit carries any), with db's Durability. A file that cannot
+// (nil when no commit carries any), with db's Durability. The lines a crash
+// left in the file without committing their batch are voided first
+// (reconcile); failing that fails construction. A file that cannot
 // be opened does not fail construction: the error is logged, every Record
 // fails (so the engine denies) and retries the open until it succeeds.
 func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger) (*Audit, error) {
@@ -143,6 +145,8 @@ func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 		a.file = newJSONL(path, db.durability == DurabilityFull, log)
 		if err := a.file.open(); err != nil {
 			log.Error().Err(err).Msg("audit log unwritable: every decision is denied until it can be opened")
+		} else if err := a.reconcile(ctx); err != nil {
+			return nil, fmt.Errorf("new audit: %w", err)
 		}
 	}
 	if db.durability == DurabilityOS {

@@ -98,6 +98,7 @@ type DB struct {
 	durability Durability
 	temp       string      // private directory removed on Close; "" for a durable path
 	file       os.FileInfo // the database file as opened, to detect its removal (checkFile)
+	created    bool        // Open created the file (Created)
 
 	// writer serialises this package's write transactions in Go: SQLite's
 	// busy handler, which would otherwise queue them, polls with sleeps of
@@ -114,7 +115,10 @@ type DB struct {
 }
 
 // Open opens (creating if needed) the database at path, committing with
-// durability d (DurabilityFull when empty), and applies pending migrations. An empty path means ephemeral: the database lives in a private
+// durability d (DurabilityFull when empty), and applies pending migrations.
+// Only Open creates the file: every connection opens it read-write without
+// creating it, so a database removed or moved away while svc runs is never
+// replaced by an empty one (see checkFile). An empty path means ephemeral: the database lives in a private
 // temporary directory that Close removes, so "in-memory" state is simply not
 // persisted across restarts. A real file is used rather than a shared-cache
 // :memory: database, whose table locks break concurrent readers and writers.
@@ -144,7 +148,12 @@ func (db *DB) open(ctx context.Context) error {
 	if strings.ContainsRune(db.path, '?') {
 		return errors.New("path must not contain '?'")
 	}
-	sqlDB, err := sql.Open("sqlite3", db.path+"?"+pragmas+db.durability.synchronous())
+	created, err := createFile(db.path)
+	if err != nil {
+		return err
+	}
+	db.created = created
+	sqlDB, err := sql.Open("sqlite3", dsn(db.path)+"?mode=rw&"+pragmas+db.durability.synchronous())
 	if err != nil {
 		return err
 	}
@@ -158,6 +167,45 @@ func (db *DB) open(ctx context.Context) error {
 	// The migrations have written the file, so it exists now.
 	db.file, err = os.Stat(db.path)
 	return err
+}
+
+// createFile creates an empty file at path (SQLite reads an empty file as
+// an empty database) unless one exists, and reports whether it did.
+func createFile(path string) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := f.Close(); err != nil {
+		return true, err
+	}
+	return true, syncDir(filepath.Dir(path))
+}
+
+// dsn is the SQLite URI of the file at path: "file:" and the path, with
+// the characters that a URI reads specially escaped.
+func dsn(path string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "#", "%23").Replace(filepath.Clean(path))
+}
+
+// Created reports whether Open created the database file, rather than
+// opening one that existed.
+func (db *DB) Created() bool { return db.created }
+
+// Exists reports whether a database file exists at path, so that a caller
+// can tell, before Open, whether Open would create it.
+func Exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("ledger %s: %w", path, err)
 }
 
 // migrate applies, in name order, every embedded migration not yet recorded
