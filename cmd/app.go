@@ -51,6 +51,9 @@ func (a *app) open(ctx context.Context) error {
 	if err := a.openExport(); err != nil {
 		return err
 	}
+	if err := checkFreshDatabase(cfg); err != nil {
+		return err
+	}
 	db, err := ledger.Open(ctx, cfg.HoldsPath, cfg.Durability)
 	if err != nil {
 		return fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)

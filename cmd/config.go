@@ -47,6 +47,10 @@ type Config struct {
 	ResolutionPol  string
 	Gate           engine.GateConfig
 	Export         export.Config
+	// Init is --init, never read from the environment or a settings
+	// file: creating a fresh database beside an audit log that already
+	// holds decisions is intended (checkFreshDatabase).
+	Init bool
 }
 
 // serveDefaults are the defaults of spec §8, one per key, so that viper

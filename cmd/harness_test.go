@@ -93,7 +93,13 @@ func environ(env map[string]string) []string {
 // startEngine runs `svc serve` and waits until it listens.
 func startEngine(t *testing.T, env map[string]string) *engineProc {
 	t.Helper()
-	p, err := launch(env)
+	return startEngineArgs(t, env)
+}
+
+// startEngineArgs runs `svc serve args...` and waits until it listens.
+func startEngineArgs(t *testing.T, env map[string]string, args ...string) *engineProc {
+	t.Helper()
+	p, err := launch(env, args...)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.stop(t) })
 	select {

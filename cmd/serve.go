@@ -25,6 +25,7 @@ const shutdownGrace = 15 * time.Second
 func newServeCommand() *cobra.Command {
 	v := newViper(serveDefaults)
 	var configFile string
+	var initDB bool
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the decision engine (POST /v1/decide, holds, health)",
@@ -37,6 +38,7 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("invalid configuration: %w", err)}
 			}
+			cfg.Init = initDB
 			return runServe(c.Context(), cfg, c.ErrOrStderr())
 		},
 	}
@@ -48,6 +50,7 @@ func newServeCommand() *cobra.Command {
 	f.String("opa-bin", "", "opa binary (SVC_OPA_BIN)")
 	f.String("audit-log", "", "append-only JSONL audit log (SVC_AUDIT_LOG)")
 	f.String("holds-path", "", "SQLite database path (SVC_HOLDS_PATH)")
+	f.BoolVar(&initDB, "init", false, "create a fresh database even though the audit log already holds decisions")
 	for key, flag := range map[string]string{"host": "host", "port": "port", "policy_dir": "policy-dir",
 		"opa_bin": "opa-bin", "audit_log": "audit-log", "holds_path": "holds-path"} {
 		_ = v.BindPFlag(key, f.Lookup(flag)) // the flag exists: defined just above
@@ -104,6 +107,9 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		log.Error().Err(err).Msg("svc cannot start")
+		if ee, ok := errors.AsType[*exitError](err); ok {
+			return ee
+		}
 		return &exitError{code: 1, err: err}
 	}
 	defer a.Close()

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
@@ -137,4 +138,35 @@ func TestOpenErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.path)
 		})
 	}
+}
+
+// TestRemovedDatabaseIsNeverRecreated removes the database under an open
+// DB and makes the pool open new connections: none may create an empty
+// database at the path, which a restart would take for the real one.
+func TestRemovedDatabaseIsNeverRecreated(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "svc.db")
+	db, err := ledger.Open(ctx, path, ledger.DurabilityFull)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	assert.True(t, db.Created())
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		require.NoError(t, os.Remove(path+suffix))
+	}
+	var conns []*sql.Conn
+	for range 4 { // more than the pool keeps idle: new connections are opened
+		c, err := db.SQL().Conn(ctx)
+		if err == nil {
+			conns = append(conns, c)
+			_, _ = c.ExecContext(ctx, "SELECT 1")
+		}
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	assert.NoFileExists(t, path)
+
+	again, err := ledger.Exists(path)
+	require.NoError(t, err)
+	assert.False(t, again)
 }
