@@ -102,6 +102,14 @@ func startEngineArgs(t *testing.T, env map[string]string, args ...string) *engin
 	p, err := launch(env, args...)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.stop(t) })
+	waitReady(t, p)
+	p.token = env["SVC_AUTH_TOKEN"]
+	return p
+}
+
+// waitReady waits until p listens, failing t if it exits or takes 30 s.
+func waitReady(t *testing.T, p *engineProc) {
+	t.Helper()
 	select {
 	case <-p.ready():
 	case <-p.done:
@@ -109,13 +117,16 @@ func startEngineArgs(t *testing.T, env map[string]string, args ...string) *engin
 	case <-time.After(30 * time.Second):
 		t.Fatalf("svc serve did not start:\n%s", p.Logs())
 	}
-	p.token = env["SVC_AUTH_TOKEN"]
-	return p
 }
 
 func launch(env map[string]string, args ...string) (*engineProc, error) {
+	return launchBin(svcBin, env, args...)
+}
+
+// launchBin runs `bin serve args...`.
+func launchBin(bin string, env map[string]string, args ...string) (*engineProc, error) {
 	p := &engineProc{done: make(chan struct{})}
-	p.cmd = exec.Command(svcBin, append([]string{"serve"}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
 	p.cmd.Env = environ(env)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

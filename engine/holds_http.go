@@ -64,15 +64,14 @@ func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Now = s.engine.deps.Now()
-	page, err := s.holds.List(r.Context(), q)
+	page, err := s.holds.ListJSON(r.Context(), q)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	if page.Items == nil {
-		page.Items = []Hold{}
-	}
-	writeJSON(w, http.StatusOK, page)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(page) // the client may be gone; nothing to do
 }
 
 func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {

@@ -171,11 +171,14 @@ type HoldPage struct {
 }
 
 // Holds reads the durable hold store; the decision path writes holds
-// through Journal.Commit. Get and List report a pending or approved hold
+// through Journal.Commit. Get and ListJSON report a pending or approved hold
 // whose expiry has passed as expired.
 type Holds interface {
 	Get(ctx context.Context, id string, now time.Time) (Hold, error)
-	List(ctx context.Context, q HoldQuery) (HoldPage, error)
+	// ListJSON returns one page of a listing as the JSON of a HoldPage,
+	// bounded in bytes as well as in holds: it is encoded one hold at a
+	// time, never holding the page's holds decoded.
+	ListJSON(ctx context.Context, q HoldQuery) ([]byte, error)
 }
 
 // ResolveRequest is a request to approve or reject a hold, as received on
