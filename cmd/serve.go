@@ -81,15 +81,17 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 // serveGCPercent and serveMemoryLimit tune the Go garbage collector of
 // `svc serve` unless GOGC or GOMEMLIMIT are set: a decision allocates a few
 // tens of KiB that die at once, so collecting four times less often saves
-// CPU on the decision path, and the soft limit keeps the heap well inside
-// the 100 MiB the engine is sized for (docs/performance.md).
+// CPU on the decision path, and the soft limit keeps the Go heap at 40 MiB
+// under steady load, which with the binary and SQLite's bounded caches
+// keeps svc under 80 MiB resident (docs/performance.md, "Memory under
+// steady load").
 const (
 	serveGCPercent   = 400
-	serveMemoryLimit = 64 << 20
+	serveMemoryLimit = 40 << 20
 )
 
 // tuneGC applies serveGCPercent and serveMemoryLimit where the environment
-// does not set its own.
+// does not set its own. (The C heap is bounded by package ledger.)
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGCPercent)

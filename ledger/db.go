@@ -30,8 +30,23 @@ import (
 // queries that stores on this database issue as SQL text (the hold store's
 // reads and its writes in a decision's transaction) are prepared once per
 // connection, like the statements this package prepares itself.
+//
+// _cache_size bounds each connection's page cache (cacheKiB); with the pool
+// bounded to maxConns, SQLite's caches hold maxConns × cacheKiB at most
+// (docs/performance.md, "Memory under steady load").
 const pragmas = "_journal_mode=WAL&_busy_timeout=" + busyTimeoutMS +
-	"&_txlock=immediate&_foreign_keys=1&_stmt_cache_size=32"
+	"&_txlock=immediate&_foreign_keys=1&_stmt_cache_size=32&_cache_size=-" + cacheKiB
+
+// cacheKiB is the page cache of one connection, in KiB (SQLite's default
+// is 2000). The decision path reads the tail of its indexes and the
+// charges of recent sessions, which a small cache holds.
+const cacheKiB = "1024"
+
+// maxConns bounds the connection pool, open and idle alike: every
+// connection keeps its own page cache and compiled statements, and a pool
+// that closes and re-opens connections as load varies fragments the C
+// heap. Writes are serialised anyway (DB.writer); the rest are reads.
+const maxConns = 6
 
 // busyTimeoutMS is how long, in milliseconds, a connection waits for a lock
 // that another process holds on the database.
@@ -158,6 +173,8 @@ func (db *DB) open(ctx context.Context) error {
 		return err
 	}
 	db.db = sqlDB
+	sqlDB.SetMaxOpenConns(maxConns)
+	sqlDB.SetMaxIdleConns(maxConns)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		return err
 	}
