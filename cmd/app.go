@@ -176,9 +176,9 @@ func (a *app) health() map[string]any {
 	return map[string]any{"version": Version, "frozen": a.engine.Frozen(), "export": a.exporter.Stats()}
 }
 
-func (a *app) started(addr string) {
+func (a *app) started(addr string, conns int) {
 	a.lifecycle("start")
-	a.log.Info().Str("addr", addr).Str("version", Version).Str("durability", string(a.cfg.Durability)).Bool("frozen", a.engine.Frozen()).Msg("svc serving")
+	a.log.Info().Str("addr", addr).Int("max_connections", conns).Str("version", Version).Str("durability", string(a.cfg.Durability)).Bool("frozen", a.engine.Frozen()).Msg("svc serving")
 }
 
 // Close stops background work and closes every part; it is idempotent.

@@ -21,6 +21,10 @@ const (
 	minBodyBytes  = 1024
 	maxBodyBytes  = 64 << 20
 	maxOPATimeout = 300 * time.Second
+	// maxReadTimeout bounds SVC_READ_TIMEOUT, maxConnections
+	// SVC_MAX_CONNECTIONS.
+	maxReadTimeout = 300 * time.Second
+	maxConnections = 1_000_000
 )
 
 // Config is the typed, validated configuration of `svc serve`, read once
@@ -29,6 +33,8 @@ type Config struct {
 	Host           string
 	Port           int
 	MaxBodyBytes   int64
+	ReadTimeout    time.Duration // to receive a whole request, headers and body
+	MaxConns       int           // connections open at once; 0: automatic (maxConnsFor)
 	OPABin         string
 	PolicyDir      string
 	OPATimeout     time.Duration
@@ -57,6 +63,7 @@ type Config struct {
 // reads every key from the environment.
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
+	"read_timeout": "10", "max_connections": "0",
 	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600",
 	"audit_log": "", "holds_path": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
@@ -158,6 +165,8 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		Host:           p.str("host"),
 		Port:           int(p.integer("port", 0, 65535)),
 		MaxBodyBytes:   p.integer("max_body_bytes", minBodyBytes, maxBodyBytes),
+		ReadTimeout:    p.seconds("read_timeout", 100*time.Millisecond, maxReadTimeout),
+		MaxConns:       int(p.integer("max_connections", 0, maxConnections)),
 		OPABin:         p.str("opa_bin"),
 		PolicyDir:      p.str("policy_dir"),
 		OPATimeout:     p.seconds("opa_timeout", 10*time.Millisecond, maxOPATimeout),

@@ -133,3 +133,29 @@ func testViper(set map[string]string) *viper.Viper {
 	}
 	return v
 }
+
+func TestMaxConnsFor(t *testing.T) {
+	for _, tt := range []struct {
+		configured int
+		limit      uint64
+		want       int
+		fails      bool
+	}{
+		{0, 20000, defaultMaxConns, false},
+		{0, 0, defaultMaxConns, false},
+		{0, 512, 512 - reservedFiles, false},
+		{0, 10, 1, false},
+		{5000, 20000, 5000, false},
+		{5000, 0, 5000, false},
+		{20000 - reservedFiles, 20000, 20000 - reservedFiles, false},
+		{20000 - reservedFiles + 1, 20000, 0, true},
+	} {
+		got, err := maxConnsFor(tt.configured, tt.limit)
+		if tt.fails {
+			assert.ErrorContains(t, err, "SVC_MAX_CONNECTIONS", "%+v", tt)
+			continue
+		}
+		assert.NoError(t, err, "%+v", tt)
+		assert.Equal(t, tt.want, got, "%+v", tt)
+	}
+}

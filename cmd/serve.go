@@ -17,10 +17,44 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+
+	"github.com/svc-dev/svc/engine"
 )
 
 // shutdownGrace bounds how long in-flight decisions may take at shutdown.
 const shutdownGrace = 15 * time.Second
+
+// headerTimeout bounds the wait for a request's headers, within
+// SVC_READ_TIMEOUT, which bounds the whole request.
+const headerTimeout = 10 * time.Second
+
+// Connections and file descriptors (SVC_MAX_CONNECTIONS).
+const (
+	// defaultMaxConns is the cap on open connections when
+	// SVC_MAX_CONNECTIONS is 0, lowered to fit the descriptor limit.
+	defaultMaxConns = 1024
+	// reservedFiles are the descriptors kept for svc's own files: the
+	// database and its log, the audit log, OPA, syslog, the listener.
+	reservedFiles = 64
+)
+
+// maxConnsFor returns the cap on open connections: configured, which must
+// leave reservedFiles of the descriptor limit, or when 0 defaultMaxConns
+// lowered to fit it. limit 0 means unknown.
+func maxConnsFor(configured int, limit uint64) (int, error) {
+	fit := defaultMaxConns
+	if limit > 0 {
+		fit = int(min(uint64(maxConnections), max(limit, reservedFiles+1)-reservedFiles))
+	}
+	switch {
+	case configured == 0:
+		return min(defaultMaxConns, fit), nil
+	case limit > 0 && configured > fit:
+		return 0, fmt.Errorf("SVC_MAX_CONNECTIONS: must leave %d of the %d file descriptors svc may open (RLIMIT_NOFILE) for its own files: at most %d, got %d",
+			reservedFiles, limit, fit, configured)
+	}
+	return configured, nil
+}
 
 func newServeCommand() *cobra.Command {
 	v := newViper(serveDefaults)
@@ -115,14 +149,20 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return &exitError{code: 1, err: err}
 	}
 	defer a.Close()
+	conns, err := maxConnsFor(cfg.MaxConns, raiseFileLimit(log))
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)}
 	}
-	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	ln = engine.LimitListener(ln, conns)
+	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: min(headerTimeout, cfg.ReadTimeout),
+		ReadTimeout: cfg.ReadTimeout, IdleTimeout: 120 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	a.started(ln.Addr().String())
+	a.started(ln.Addr().String(), conns)
 	select {
 	case err = <-served:
 		return &exitError{code: 1, err: fmt.Errorf("serve: %w", err)}

@@ -104,7 +104,8 @@ type resolveBody struct {
 func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large"})
+		status, body := bodyError(w, err)
+		writeJSON(w, status, body)
 		return
 	}
 	var body resolveBody

@@ -87,7 +87,29 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, s.tokenAuth(h.ServeHTTP))
 	}
-	return s.recoverer(securityHeaders(crossOrigin(mux)))
+	return s.recoverer(securityHeaders(crossOrigin(unrouted(mux))))
+}
+
+// unrouted answers a request for no route (404, or 405 for a known path)
+// without reading its body, and closes the connection (dropBody).
+func unrouted(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" {
+			dropBody(w)
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// dropBody makes the answer to a request whose body svc will not read
+// (a refused credential, an unknown route) close the connection, and
+// stops reading the body: net/http would otherwise wait for the rest of a
+// body, up to 256 KiB, to keep the connection, so that a client sending
+// part of a declared body would hold a goroutine and a descriptor for as
+// long as it likes. Call it before writing the answer.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // unsupported only by test recorders
 }
 
 // crossOrigin refuses state-changing requests that a browser sends from
@@ -159,8 +181,8 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 	received := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		writeRefusal(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large",
-			"reason": "request body exceeds SVC_MAX_BODY_BYTES"})
+		status, refusal := bodyError(w, err)
+		writeRefusal(w, status, refusal)
 		return
 	}
 	env, err := ParseEnvelope(body)
@@ -188,12 +210,26 @@ func invalidJSONBody(err error) map[string]any {
 	return map[string]any{"error": "invalid_json", "reason": "request body is not one well-formed JSON value"}
 }
 
-// readBody reads at most limit bytes; a larger body is an error.
+// readBody reads at most limit bytes; a larger body is an error, and so is
+// a body not received within the server's read timeout (SVC_READ_TIMEOUT).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
+
+// bodyError is the status and body of the answer to a request whose body
+// readBody refused: 413 when it is too large, else 408, the client having
+// stopped sending it (or sent it too slowly); the connection is closed.
+func bodyError(w http.ResponseWriter, err error) (int, map[string]any) {
+	dropBody(w)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large",
+			"reason": "request body exceeds SVC_MAX_BODY_BYTES"}
+	}
+	return http.StatusRequestTimeout, map[string]any{"error": "request_timeout",
+		"reason": "request body not received in full within SVC_READ_TIMEOUT"}
 }
 
 // writeRefusal answers a refused decide request; the body also carries a
