@@ -49,6 +49,9 @@ type Audit struct {
 	file   *jsonl   // nil when no audit path is configured
 	holds  HoldRows // nil when commits carry no hold writes
 	log    zerolog.Logger
+	// logLimit rate-limits the lines of failures that recur with every
+	// batch while a fault lasts (a full disk).
+	logLimit *engine.LogLimiter
 
 	// flushErr is the error of the first failed flush under DurabilityOS;
 	// once it is set, every batch is refused (flush). Only the leader
@@ -139,7 +142,7 @@ func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
 	}
-	a := &Audit{db: db, insert: insert, charge: charge, holds: holds, log: log}
+	a := &Audit{db: db, insert: insert, charge: charge, holds: holds, log: log, logLimit: engine.NewLogLimiter()}
 	a.idle.L = &a.mu
 	if path != "" {
 		a.file = newJSONL(path, db.durability == DurabilityFull, log)

@@ -124,7 +124,7 @@ func (a *Audit) salvageFile(batch []*entry) error {
 		return nil
 	}
 	if _, err := a.file.append(joinLines(batch)); err != nil {
-		a.log.Error().Err(err).Strs("decision_ids", decisionIDs(batch)).
+		a.logLimit.Event("salvage file", a.log.Error()).Err(err).Strs("decision_ids", decisionIDs(batch)).
 			Msg("audit log: a degraded record could not be written to the file")
 		return err
 	}
@@ -145,7 +145,7 @@ func (a *Audit) salvageMirror(ctx context.Context, batch []*entry) error {
 		return nil
 	})
 	if err != nil {
-		a.log.Error().Err(err).Strs("decision_ids", decisionIDs(batch)).
+		a.logLimit.Event("salvage mirror", a.log.Error()).Err(err).Strs("decision_ids", decisionIDs(batch)).
 			Msg("audit mirror: a degraded record could not be written")
 		return fmt.Errorf("mirror degraded audit records: %w", err)
 	}
