@@ -78,7 +78,7 @@ func (a *app) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hold resolution settings: %w", err)
 	}
-	observer, metricsHandler := newMetrics(store, a.exporter)
+	observer, metricsHandler := newMetrics(store, a.exporter, eval)
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
 		Terminal: resolver.Terminal},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,

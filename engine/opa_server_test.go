@@ -190,10 +190,17 @@ func TestOPAServerWatch(t *testing.T) {
 		10*time.Millisecond, "a failed reload is logged")
 	assert.Contains(t, logs.String(), `"level":"warn"`)
 	assert.Equal(t, "first", rule(), "the last good policy stays in force")
+	require.Eventually(t, func() bool { stale, _ := s.PackStatus(); return stale }, 10*time.Second, 10*time.Millisecond)
+	_, loadErr := s.PackStatus()
+	assert.ErrorContains(t, loadErr, "rego_parse_error", "the load error is reported")
+	assert.Contains(t, logs.String(), "policy pack stale: an edit failed to load")
 
 	edit(module("second"))
 	assert.Eventually(t, func() bool { return rule() == "second" }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, pid, s.pid.Load(), "reloaded in place")
+	stale, loadErr := s.PackStatus()
+	assert.False(t, stale, "a pack that loads is fresh again")
+	assert.NoError(t, loadErr)
 }
 
 // opaLogBuffer is a goroutine-safe log sink.
