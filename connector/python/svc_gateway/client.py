@@ -31,7 +31,7 @@ class ConnectorClient:
 
     async def decide(self, body: dict[str, Any], calls: list[ToolCall]) -> list[Verdict]:
         """Verdicts for ``calls`` (sent as ``body``), in order; never raises except on cancellation."""
-        deadline = self._settings.decision_deadline(len(calls))
+        deadline = self._settings.decision_deadline()
         try:
             async with asyncio.timeout(deadline):
                 response = await self._post(body, deadline)

@@ -50,9 +50,10 @@ class Settings:
     static_session: str | None
     timeout_margin: float
 
-    def decision_deadline(self, calls: int) -> float:
-        """Seconds the whole batch call may take: each call may wait out a hold, plus a margin."""
-        return self.hold_wait * max(1, calls) + self.timeout_margin
+    def decision_deadline(self) -> float:
+        """Seconds the whole batch call may take: the connector waits on all of an answer's holds
+        within one hold wait, then needs a margin for the engine round trips and the ledger."""
+        return self.hold_wait + self.timeout_margin
 
 
 def pop_settings(params: MutableMapping[str, Any], environ: Mapping[str, str]) -> Settings:
