@@ -242,3 +242,27 @@ def test_a_stream_of_another_shape_with_a_tool_call_is_refused_and_not_released(
     with pytest.raises(GuardrailRaisedException):
         asyncio.run(scenario())
     assert seen == [events[0]]
+
+
+def test_the_environment_proxy_is_never_used_for_the_connector(connector: Connector, monkeypatch: pytest.MonkeyPatch, dead_url: str) -> None:
+    monkeypatch.setenv("HTTP_PROXY", dead_url)
+    monkeypatch.setenv("http_proxy", dead_url)
+    monkeypatch.setenv("NO_PROXY", "")
+    out = asyncio.run(
+        make_guardrail().async_post_call_success_hook(
+            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
+        )
+    )
+    assert [tc.id for tc in out.choices[0].message.tool_calls] == ["c1", "c2"]
+    assert len(connector.requests) == 1
+
+
+def test_an_https_connector_with_an_unknown_certificate_refuses(monkeypatch: pytest.MonkeyPatch, connector: Connector) -> None:
+    # The stand-in speaks plain HTTP: the TLS handshake fails, which must refuse, never fall back.
+    monkeypatch.setenv("SVC_CONNECTOR_URL", connector.url.replace("http://", "https://"))
+    out = asyncio.run(
+        make_guardrail().async_post_call_success_hook(
+            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
+        )
+    )
+    assert_fail_closed(json.loads(out.choices[0].message.content)["svc"]["refused"])

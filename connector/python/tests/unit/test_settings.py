@@ -66,6 +66,7 @@ def test_token_and_url_variables_can_be_renamed() -> None:
         ({}, {"SVC_CONNECTOR_URL": "http://u:p@h:1", "SVC_CONNECTOR_TOKEN": "t"}, "SVC_CONNECTOR_URL"),
         ({}, {"SVC_CONNECTOR_URL": "http://h:1?x=1", "SVC_CONNECTOR_TOKEN": "t"}, "SVC_CONNECTOR_URL"),
         ({}, {"SVC_CONNECTOR_URL": "http://h:1", "SVC_CONNECTOR_TOKEN": "a b"}, "SVC_CONNECTOR_TOKEN"),
+        ({}, {**ENV, "SVC_CONNECTOR_CA_FILE": "/nonexistent/ca.pem"}, "SVC_CONNECTOR_CA_FILE"),
     ],
 )
 def test_bad_values_are_refused_by_name(params: dict[str, Any], env: dict[str, str] | None, names: str) -> None:
