@@ -53,6 +53,20 @@ class ActionGuardrail(CustomGuardrail):
         self.svc_client = ConnectorClient(settings)
 
     @property
+    def run_in_parallel(self) -> bool:
+        """Always False: LiteLLM runs parallel post-call guardrails as block-only and discards their answer."""
+        return False
+
+    @run_in_parallel.setter
+    def run_in_parallel(self, value: object) -> None:
+        # LiteLLM sets this after construction too (_apply_configured_bool_overrides).
+        if value:
+            raise ValueError(
+                "svc_gateway: run_in_parallel is refused: the guardrail rewrites answers, "
+                "and LiteLLM discards what a parallel post-call guardrail returns"
+            )
+
+    @property
     def svc_settings(self) -> Settings:
         """The validated settings (connector route, hold wait, session header)."""
         return self.svc_client.settings

@@ -98,3 +98,14 @@ def test_the_class_loads_as_the_proxy_builds_it(monkeypatch: pytest.MonkeyPatch)
     assert guardrail.svc_settings.hold_wait == 5
     assert guardrail.default_on is True
     assert guardrail.event_hook == "post_call"
+
+
+def test_run_in_parallel_is_refused_at_construction_and_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SVC_CONNECTOR_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("SVC_CONNECTOR_TOKEN", "t")
+    with pytest.raises(ValueError, match="run_in_parallel"):
+        make_guardrail(run_in_parallel=True)
+    guardrail = make_guardrail(run_in_parallel=False)
+    assert guardrail.run_in_parallel is False
+    with pytest.raises(ValueError, match="run_in_parallel"):
+        guardrail.run_in_parallel = True
