@@ -111,13 +111,15 @@ class ActionGuardrail(CustomGuardrail):
         hold = StreamHold()
         broken: Exception | None = None
         async for chunk in response:  # an upstream error propagates; nothing held is released
-            if broken is None:
-                try:
-                    if hold.feed(chunk):
-                        yield chunk
-                        continue
-                except Exception as err:  # noqa: BLE001
-                    broken = err
+            if broken is not None:
+                continue  # drain the upstream; nothing more is emitted
+            try:
+                emit = hold.feed(chunk)
+            except Exception as err:  # noqa: BLE001
+                broken = err
+                continue
+            if emit:
+                yield chunk
         if broken is not None:
             for frame in _refuse_held(hold, INTERNAL_FAULT.format(type(broken).__name__)):
                 yield frame
