@@ -57,6 +57,8 @@ def test_token_and_url_variables_can_be_renamed() -> None:
         ({"svc_hold_wait": 600}, None, "svc_hold_wait"),
         ({"svc_hold_wait": 2.5}, None, "svc_hold_wait"),
         ({"svc_session_header": "bad header"}, None, "svc_session_header"),
+        ({"svc_session_header": "Authorization"}, None, "svc_session_header"),
+        ({"svc_session_header": "x-api-key"}, None, "svc_session_header"),
         ({"svc_session": ""}, None, "svc_session"),
         ({"svc_timeout_margin": 0}, None, "svc_timeout_margin"),
         ({"svc_connector_token_env": "1BAD"}, None, "svc_connector_token_env"),
