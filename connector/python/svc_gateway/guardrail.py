@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from typing import Any, AsyncGenerator
 
 from litellm.exceptions import GuardrailRaisedException
@@ -160,7 +161,18 @@ class ActionGuardrail(CustomGuardrail):
         except Exception as err:  # noqa: BLE001
             log.error("svc_gateway: could not build the connector request: %s", type(err).__name__)
             return fail_closed(calls, INTERNAL_FAULT.format(type(err).__name__))
-        return await self.svc_client.decide(body, calls)
+        verdicts = await self.svc_client.decide(body, calls)
+        _log_outcomes(verdicts)
+        return verdicts
+
+
+def _log_outcomes(verdicts: list[Verdict]) -> None:
+    """One line per answer: how many calls got each outcome; a warning naming the reason when one failed closed."""
+    counts = Counter(v.outcome for v in verdicts)
+    log.debug("svc_gateway: outcomes %s", ", ".join(f"{name}={n}" for name, n in sorted(counts.items())))
+    failed = next((v for v in verdicts if v.outcome == "fail_closed"), None)
+    if failed is not None and failed.refusal:
+        log.warning("svc_gateway: %d tool call(s) refused, failing closed: %s", counts["fail_closed"], failed.refusal.get("reason"))
 
 
 def _require_post_call(mode: Any) -> None:

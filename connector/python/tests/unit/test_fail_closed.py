@@ -247,3 +247,11 @@ def test_an_https_connector_with_an_unknown_certificate_refuses(monkeypatch: pyt
     monkeypatch.setenv("SVC_CONNECTOR_URL", connector.url.replace("http://", "https://"))
     out = judge_whole()
     assert_fail_closed(json.loads(out.choices[0].message.content)["svc"]["refused"])
+
+
+def test_a_fail_closed_refusal_is_logged_with_its_reason(connector: Connector, caplog: pytest.LogCaptureFixture) -> None:
+    connector.reply = FAULTS["http_500"]
+    with caplog.at_level("WARNING", logger="svc_gateway"):
+        judge_whole()
+    assert any("answered HTTP 500" in r.getMessage() for r in caplog.records)
+    assert all("unit-test-connector-token" not in r.getMessage() for r in caplog.records)
