@@ -7,8 +7,8 @@ import json
 from typing import Any, AsyncIterator, Callable
 
 import pytest
-from conftest import Answer, Connector, chat_answer, make_guardrail, outcomes_reply, request_data, tool_call
-from streams import choice, content, delta_call, finish_reasons, frame, run_stream, tool_deltas, wire_outside_payload
+from standin import Answer, Connector, chat_answer, make_guardrail, outcomes_reply, request_data, tool_call
+from streamframes import choice, content, delta_call, finish_reasons, frame, run_stream, tool_deltas, wire_outside_payload
 
 
 def answer_json(obj: Any) -> Callable[[dict[str, Any]], Answer]:

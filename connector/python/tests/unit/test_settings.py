@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import make_guardrail
+from standin import make_guardrail
 
 from svc_gateway.settings import pop_settings
 

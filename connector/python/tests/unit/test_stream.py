@@ -7,8 +7,8 @@ import json
 from typing import Any, AsyncIterator
 
 import pytest
-from conftest import Connector, deny_names, make_guardrail, request_data
-from streams import (
+from standin import Connector, deny_names, make_guardrail, request_data
+from streamframes import (
     assembled,
     choice,
     collect,
