@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	envpkg "github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 )
@@ -79,12 +80,12 @@ func fillHolds(t *testing.T, path string, n, paramBytes int) {
 	now := time.Now()
 	for i := range n {
 		h := engine.Hold{ID: fmt.Sprintf("h-%04d", i), Rule: "svc.policy/irreversible_broad_prod", Reason: "held",
-			Envelope: &engine.Envelope{SvcVersion: "0.2", Mode: engine.ModeEnforce,
-				Agent:  engine.Agent{ID: "agent-7", SessionID: "sess-1"},
-				Action: engine.Action{Verb: "delete", Ability: "db/delete_rows"},
-				Target: engine.Target{Environment: "production"},
-				Params: map[string]any{"rows": strings.Repeat("r", paramBytes)}, Magnitude: engine.Magnitude{Count: 1},
-				Axes: engine.Axes{Reversibility: "irreversible", BlastRadius: "broad", Externality: "internal"}},
+			Envelope: &envpkg.Envelope{SvcVersion: "0.2", Mode: envpkg.ModeEnforce,
+				Agent:  envpkg.Agent{ID: "agent-7", SessionID: "sess-1"},
+				Action: envpkg.Action{Verb: "delete", Ability: "db/delete_rows"},
+				Target: envpkg.Target{Environment: "production"},
+				Params: map[string]any{"rows": strings.Repeat("r", paramBytes)}, Magnitude: envpkg.Magnitude{Count: 1},
+				Axes: envpkg.Axes{Reversibility: "irreversible", BlastRadius: "broad", Externality: "internal"}},
 			EnvelopeHash: "e", ParamsHash: "p", CreatedTS: now.Add(time.Duration(i) * time.Millisecond),
 			ExpiresTS: now.Add(time.Hour), DecisionID: fmt.Sprintf("d-%04d", i)}
 		require.NoError(t, store.CreateIn(ctx, tx, h))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/engine/ijson"
 )
 
@@ -185,10 +186,10 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 		writeRefusal(w, status, refusal)
 		return
 	}
-	env, err := ParseEnvelope(body)
-	var inv *InvalidEnvelope
+	env, err := envelope.ParseEnvelope(body)
+	var inv *envelope.InvalidEnvelope
 	switch {
-	case errors.Is(err, ErrInvalidJSON):
+	case errors.Is(err, envelope.ErrInvalidJSON):
 		writeRefusal(w, http.StatusBadRequest, invalidJSONBody(err))
 		return
 	case errors.As(err, &inv):

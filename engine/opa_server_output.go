@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 
 	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // opaOutputTail is how much of a supervised server's latest output is kept
@@ -75,7 +77,7 @@ const opaReloadMessage = "Processed file watch event."
 func reloadOutcome(b []byte) (string, bool) {
 	var members [len(opaRecordMembers)]json.RawMessage
 	var msg string
-	if exactMembers(b, opaRecordMembers[:], members[:]) != nil || members[2] == nil ||
+	if envelope.ExactMembers(b, opaRecordMembers[:], members[:]) != nil || members[2] == nil ||
 		json.Unmarshal(members[2], &msg) != nil || msg != opaReloadMessage {
 		return "", false
 	}
@@ -92,11 +94,11 @@ func reloadOutcome(b []byte) (string, bool) {
 // recordLevel is the level opa gave a line of its output, and at least warn
 // when it reports an error (a failed reload is an info record carrying
 // "err"), or is not one of opa's JSON records (whose member names are
-// matched exactly, see exactMembers).
+// matched exactly, see ExactMembers).
 func recordLevel(b []byte) zerolog.Level {
 	var members [len(opaRecordMembers)]json.RawMessage
 	var level string
-	if exactMembers(b, opaRecordMembers[:], members[:]) != nil ||
+	if envelope.ExactMembers(b, opaRecordMembers[:], members[:]) != nil ||
 		members[0] != nil && json.Unmarshal(members[0], &level) != nil {
 		return zerolog.WarnLevel
 	}

@@ -3,14 +3,19 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // ambiguousCase is a body that JSON readers disagree on or a strict reader
@@ -260,14 +265,41 @@ func (m *memFreeze) SaveFreeze(_ context.Context, st FreezeState) error {
 	return nil
 }
 
+// TestDecodeStrictManyMembers checks duplicates among many members of a
+// strictly decoded body (more than envelope.KeySet compares one by one).
+func TestDecodeStrictManyMembers(t *testing.T) {
+	fields := make([]string, 0, 48)
+	var body strings.Builder
+	body.WriteString("{")
+	for i := range cap(fields) {
+		fields = append(fields, fmt.Sprintf("f%d", i))
+		fmt.Fprintf(&body, `"f%d":%d,`, i, i)
+	}
+	body.WriteString(`"f5":5}`)
+	var got map[string]int
+	err := decodeStrict([]byte(body.String()), &got, "usage", fields...)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, envelope.ReasonDuplicateKey, e.Message)
+	assert.Equal(t, "f5", fieldOf(e))
+}
+
+// TestPortalNullAnswerIsNoObject checks that null, which the verdict
+// readers take for an object without members, is a portal fault.
+func TestPortalNullAnswerIsNoObject(t *testing.T) {
+	var values [len(gateMembers)]json.RawMessage
+	assert.ErrorContains(t, answerMembers([]byte("null"), values[:]), "portal answer is not a JSON object")
+}
+
 // TestBodiesRefuseInvalidText checks that every body svc parses refuses
 // invalid UTF-8 and escaped lone surrogates (RFC 7493), naming the offset,
 // rather than reading them as U+FFFD: one approval would otherwise cover
 // bodies that differ there.
 func TestBodiesRefuseInvalidText(t *testing.T) {
-	envelope := string(readEnvelope(t, "minimal.json"))
+	minimal, err := os.ReadFile(filepath.Join("envelope", "testdata", "envelopes", "minimal.json"))
+	require.NoError(t, err)
 	withParams := func(p string) string {
-		return strings.Replace(envelope, `"approval":`, `"params": `+p+`, "approval":`, 1)
+		return strings.Replace(string(minimal), `"approval":`, `"params": `+p+`, "approval":`, 1)
 	}
 	cases := []struct {
 		name, path, body, bad string // bad: the offending bytes, found in body for the offset
