@@ -29,12 +29,8 @@ func checkFreshDatabase(cfg Config) error {
 		return err // Open reports a path it cannot stat
 	}
 	held, err := holdsDecisions(cfg.AuditLog)
-	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("SVC_HOLDS_PATH=%q does not exist, and the audit log SVC_AUDIT_LOG=%q cannot be read to tell whether it records decisions: %w",
-			cfg.HoldsPath, cfg.AuditLog, err)}
-	}
-	if !held {
-		return nil
+	if err != nil || !held {
+		return nil // an audit log that cannot be read fails its own opening
 	}
 	return &exitError{code: 2, err: fmt.Errorf("refusing to create a fresh database at SVC_HOLDS_PATH=%q: the audit log SVC_AUDIT_LOG=%q already holds decisions, "+
 		"so the database holding their holds, budget charges and freeze state is missing; restore it, or start once with --init to begin afresh",

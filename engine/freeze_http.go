@@ -29,8 +29,7 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		status, body := bodyError(w, err)
-		writeJSON(w, status, body)
+		writeBodyError(w, err)
 		return
 	}
 	var body freezeBody

@@ -106,8 +106,7 @@ type resolveBody struct {
 func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		status, body := bodyError(w, err)
-		writeJSON(w, status, body)
+		writeBodyError(w, err)
 		return
 	}
 	var body resolveBody

@@ -182,8 +182,8 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 	received := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		status, refusal := bodyError(w, err)
-		writeRefusal(w, status, refusal)
+		status, code, reason := bodyError(w, err)
+		writeRefusal(w, status, map[string]any{"error": code, "reason": reason})
 		return
 	}
 	env, err := envelope.ParseEnvelope(body)
@@ -220,17 +220,23 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
 
-// bodyError is the status and body of the answer to a request whose body
-// readBody refused: 413 when it is too large, else 408, the client having
-// stopped sending it (or sent it too slowly); the connection is closed.
-func bodyError(w http.ResponseWriter, err error) (int, map[string]any) {
+// bodyError is the status, error code and reason of the answer to a
+// request whose body readBody refused: 413 when it is too large, else 408,
+// the client having stopped sending it (or sent it too slowly); the
+// connection is closed.
+func bodyError(w http.ResponseWriter, err error) (status int, code, reason string) {
 	dropBody(w)
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large",
-			"reason": "request body exceeds SVC_MAX_BODY_BYTES"}
+		return http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds SVC_MAX_BODY_BYTES"
 	}
-	return http.StatusRequestTimeout, map[string]any{"error": "request_timeout",
-		"reason": "request body not received in full within SVC_READ_TIMEOUT"}
+	return http.StatusRequestTimeout, "request_timeout", "request body not received in full within SVC_READ_TIMEOUT"
+}
+
+// writeBodyError answers a resolve or freeze request whose body readBody
+// refused: {error} with bodyError's status and code.
+func writeBodyError(w http.ResponseWriter, err error) {
+	status, code, _ := bodyError(w, err)
+	writeJSON(w, status, map[string]any{"error": code})
 }
 
 // writeRefusal answers a refused decide request; the body also carries a
