@@ -318,4 +318,3 @@ func riskierEnv(a, b string) string {
 	}
 	return a
 }
-

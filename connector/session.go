@@ -1,7 +1,6 @@
 package connector
 
 import (
-
 	envelope "github.com/svc-dev/svc/engine"
 )
 
