@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Hold listing bounds (spec §4.2).
@@ -121,7 +123,7 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 		req.Decision = *body.Decision
 	}
 	if body.Reason != nil {
-		req.Reason = Clean(*body.Reason)
+		req.Reason = envelope.Clean(*body.Reason)
 	}
 	h, err := s.resolver.Resolve(r.Context(), req)
 	if err != nil {

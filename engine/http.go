@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Gatekeeper authenticates portal-issued gate credentials on /v1/decide
@@ -161,10 +163,10 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 			"reason": "request body exceeds SVC_MAX_BODY_BYTES"})
 		return
 	}
-	env, err := ParseEnvelope(body)
-	var inv *InvalidEnvelope
+	env, err := envelope.ParseEnvelope(body)
+	var inv *envelope.InvalidEnvelope
 	switch {
-	case errors.Is(err, ErrInvalidJSON):
+	case errors.Is(err, envelope.ErrInvalidJSON):
 		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
 			"reason": "request body is not one well-formed JSON value"})
 		return
