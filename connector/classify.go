@@ -307,7 +307,7 @@ func maxBlast(a, b string) string {
 
 // riskierEnv is the riskier of two canonical environments ("" is none).
 func riskierEnv(a, b string) string {
-	if b != "" && slices.Index(envelope.Environments, b) < slices.Index(envelope.Environments, a) {
+	if a == "" || b != "" && slices.Index(envelope.Environments, b) < slices.Index(envelope.Environments, a) {
 		return b
 	}
 	return a

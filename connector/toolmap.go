@@ -46,14 +46,19 @@ var (
 
 // LoadToolMap reads and validates the tool map at path; "" is no map.
 func LoadToolMap(path string) (*ToolMap, error) {
-	tm := &ToolMap{exact: map[string]*ToolEntry{}}
 	if path == "" {
-		return tm, nil
+		return &ToolMap{exact: map[string]*ToolEntry{}}, nil
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return parseToolMap(raw)
+}
+
+// parseToolMap reads and validates a tool map document.
+func parseToolMap(raw []byte) (*ToolMap, error) {
+	tm := &ToolMap{exact: map[string]*ToolEntry{}}
 	var f toolMapFile
 	if err := strictjson.Decode(raw, &f, true); err != nil {
 		return nil, err
