@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svc-dev/svc/connector"
-	"github.com/svc-dev/svc/connector/ledger"
+	gwledger "github.com/svc-dev/svc/connector/ledger"
 	"github.com/svc-dev/svc/connector/tenancy"
 	"github.com/svc-dev/svc/metrics"
 )
@@ -61,7 +61,7 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)}
 	}
-	led, err := ledger.Open(ctx, cfg.LedgerPath)
+	led, err := gwledger.Open(ctx, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -100,7 +100,7 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 }
 
 // buildConnector wires the governor and the HTTP side.
-func buildConnector(cfg ConnectorConfig, tools *connector.ToolMap, tm *tenancy.Source, led *ledger.Ledger,
+func buildConnector(cfg ConnectorConfig, tools *connector.ToolMap, tm *tenancy.Source, led *gwledger.Ledger,
 	log zerolog.Logger) (*connector.Server, *connector.HTTPDecider) {
 	counters := &connector.Counters{}
 	m := metrics.NewConnector(connector.CounterNames, counters.Snapshot)
@@ -152,7 +152,7 @@ func newConnectorLedgerCommand() *cobra.Command {
 			if connector.InMemory(path) {
 				return &exitError{code: 2, err: errors.New("SVC_GATEWAY_LEDGER_PATH: must name the ledger file of the connector")}
 			}
-			led, err := ledger.Open(c.Context(), path)
+			led, err := gwledger.Open(c.Context(), path, true)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}

@@ -19,9 +19,9 @@ import (
 	"github.com/svc-dev/svc/connector"
 )
 
-// pragmas of every connection: WAL, a wait for a lock another process
-// holds, and a commit synced to disk before the answer (synchronous=FULL).
-const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_synchronous=FULL"
+// pragmas of every connection: WAL and a wait for a lock another process
+// holds; the synchronous setting follows the durability.
+const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate"
 
 // schema is the gateway ledger's table; columns follow connector.Row.
 const schema = `CREATE TABLE IF NOT EXISTS gateway_ledger (
@@ -66,9 +66,16 @@ type Ledger struct {
 var _ connector.Recorder = (*Ledger)(nil)
 
 // Open opens (creating it if needed) the ledger at path. An empty path or
-// ":memory:" keeps the rows in memory only, lost at exit.
-func Open(ctx context.Context, path string) (*Ledger, error) {
-	dsn := path + "?" + pragmas
+// ":memory:" keeps the rows in memory only, lost at exit. With synced, a
+// commit is on disk before Record returns (synchronous=FULL, as
+// SVC_DURABILITY=full); without, it is written to the operating system and
+// survives a crash of the connector but not of the machine
+// (synchronous=NORMAL, SVC_DURABILITY=os).
+func Open(ctx context.Context, path string, synced bool) (*Ledger, error) {
+	dsn := path + "?" + pragmas + "&_synchronous=NORMAL"
+	if synced {
+		dsn = path + "?" + pragmas + "&_synchronous=FULL"
+	}
 	if connector.InMemory(path) {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
