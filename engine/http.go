@@ -37,6 +37,7 @@ type Server struct {
 	kill     *KillSwitch             // nil: no freeze routes
 	health   func() map[string]any   // extra /healthz fields, may be nil
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
+	watch    *holdWatch              // wakes the long-polls of holds
 	log      zerolog.Logger
 	// refusedLog is log, sampled, for refused credentials (logRefused).
 	refusedLog zerolog.Logger
@@ -68,6 +69,7 @@ type ServerDeps struct {
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
 		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger,
+		watch:      newHoldWatch(),
 		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
 		portalLog:  deps.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: portalLogPeriod})}
 }
