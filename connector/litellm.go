@@ -53,7 +53,6 @@ type wireToolCall struct {
 	ID       *string       `json:"id"`
 	Type     *string       `json:"type"`
 	Function *wireFunction `json:"function"`
-	Index    *json.Number  `json:"index"`
 }
 
 type wireFunction struct {
