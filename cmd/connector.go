@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -76,27 +74,12 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 		}
 		log.Info().Int("orgs", tm.Status().Orgs).Msg("tenancy map reloaded")
 	})
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)}
-	}
+	// No WriteTimeout: a gateway request may wait SVC_GATEWAY_HOLD_WAIT on a hold.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	log.Info().Str("addr", ln.Addr().String()).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
-		Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
-	select {
-	case err = <-served:
-		return &exitError{code: 1, err: fmt.Errorf("serve: %w", err)}
-	case <-ctx.Done():
-	}
-	log.Info().Msg("svc connector shutting down: finishing requests in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error().Err(err).Msg("shutdown incomplete")
-	}
-	return nil
+	return serveUntilDone(ctx, cfg.Host, cfg.Port, hs, func(addr string) {
+		log.Info().Str("addr", addr).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
+			Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
+	}, log, "svc connector shutting down: finishing requests in flight")
 }
 
 // buildConnector wires the governor and the HTTP side.
