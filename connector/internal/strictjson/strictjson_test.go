@@ -29,7 +29,9 @@ func TestDecode(t *testing.T) {
 		{"unknown allowed", `{"z": 1}`, false, "", ""},
 		{"type", `{"a": 1}`, true, "a", "must be a string"},
 		{"trailing", `{"a": "x"} {}`, true, "", "exactly one JSON value"},
-		{"broken", `{"a": `, true, "a", "not well-formed"},
+		{"broken", `{"a": `, true, "", "not well-formed"},
+		{"escaped quote in name", `{"a\"b": 1, "a\"b": 2}`, false, `a"b`, "duplicate key"},
+		{"strings holding braces", `{"a": "{[\"", "b": {"c": 1}, "x": "}"}`, false, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
