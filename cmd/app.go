@@ -21,6 +21,7 @@ type app struct {
 	cfg      Config
 	log      zerolog.Logger
 	handler  http.Handler
+	endWaits func() // ends the long-polls of holds, at shutdown
 	engine   *engine.Engine
 	closers  []func() error
 	cancel   context.CancelFunc
@@ -104,8 +105,9 @@ func (a *app) open(ctx context.Context) error {
 		a.closers = append(a.closers, gate.Close)
 		deps.Gatekeeper = gate
 	}
-	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes}, deps)
-	a.handler = srv.Handler()
+	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
+		BodyTimeout: cfg.ReadTimeout}, deps)
+	a.handler, a.endWaits = srv.Handler(), srv.EndHoldWaits
 	a.background(ctx, resolver, budgets)
 	return nil
 }

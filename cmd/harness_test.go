@@ -48,9 +48,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// engineProc is a running `svc serve`.
+// engineProc is a running `svc serve` (or `svc connector`).
 type engineProc struct {
 	URL   string
+	ready string // the log message that says it serves
 	cmd   *exec.Cmd
 	mu    sync.Mutex
 	logs  bytes.Buffer
@@ -63,7 +64,7 @@ type engineProc struct {
 // TMPDIR in a short directory of its own (the OPA socket's path must stay
 // under 108 bytes), so the pack and socket directories of an engine the
 // test kills with SIGKILL are removed with the test.
-func baseEnv(t *testing.T) map[string]string {
+func baseEnv(t testing.TB) map[string]string {
 	dir := t.TempDir()
 	tmp, err := os.MkdirTemp("", "svc-e2e-")
 	require.NoError(t, err)
@@ -91,27 +92,28 @@ func environ(env map[string]string) []string {
 }
 
 // startEngine runs `svc serve` and waits until it listens.
-func startEngine(t *testing.T, env map[string]string) *engineProc {
+func startEngine(t testing.TB, env map[string]string) *engineProc {
 	t.Helper()
 	return startEngineArgs(t, env)
 }
 
 // startEngineArgs runs `svc serve args...` and waits until it listens.
-func startEngineArgs(t *testing.T, env map[string]string, args ...string) *engineProc {
+func startEngineArgs(t testing.TB, env map[string]string, args ...string) *engineProc {
 	t.Helper()
 	p, err := launch(env, args...)
 	require.NoError(t, err)
-	t.Cleanup(func() { p.stop(t) })
-	waitReady(t, p)
+	waitServing(t, p)
 	p.token = env["SVC_AUTH_TOKEN"]
 	return p
 }
 
-// waitReady waits until p listens, failing t if it exits or takes 30 s.
-func waitReady(t *testing.T, p *engineProc) {
+// waitServing waits until p serves, failing t if it exits or takes 30 s;
+// p is stopped when the test ends.
+func waitServing(t testing.TB, p *engineProc) {
 	t.Helper()
+	t.Cleanup(func() { p.stop(t) })
 	select {
-	case <-p.ready():
+	case <-p.serving():
 	case <-p.done:
 		t.Fatalf("svc serve exited before serving:\n%s", p.Logs())
 	case <-time.After(30 * time.Second):
@@ -120,13 +122,19 @@ func waitReady(t *testing.T, p *engineProc) {
 }
 
 func launch(env map[string]string, args ...string) (*engineProc, error) {
-	return launchBin(svcBin, env, args...)
+	return launchCommand(env, "svc serving", append([]string{"serve"}, args...)...)
 }
 
-// launchBin runs `bin serve args...`.
-func launchBin(bin string, env map[string]string, args ...string) (*engineProc, error) {
-	p := &engineProc{done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
+// launchCommand runs `svc args...` and reads its address from the log
+// record whose message is ready.
+func launchCommand(env map[string]string, ready string, args ...string) (*engineProc, error) {
+	return launchWith(svcBin, env, ready, args...)
+}
+
+// launchWith is launchCommand with the svc binary bin.
+func launchWith(bin string, env map[string]string, ready string, args ...string) (*engineProc, error) {
+	p := &engineProc{done: make(chan struct{}), ready: ready}
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = environ(env)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -152,7 +160,7 @@ func (p *engineProc) scan(r io.Reader) {
 				Message string `json:"message"`
 				Addr    string `json:"addr"`
 			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "svc serving" {
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == p.ready {
 				p.URL = "http://" + rec.Addr
 			}
 		}
@@ -162,7 +170,7 @@ func (p *engineProc) scan(r io.Reader) {
 	close(p.done)
 }
 
-func (p *engineProc) ready() <-chan struct{} {
+func (p *engineProc) serving() <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		for {
@@ -203,7 +211,7 @@ func (p *engineProc) logsWith(msg string) []map[string]any {
 }
 
 // stop sends SIGTERM and waits for a graceful exit.
-func (p *engineProc) stop(t *testing.T) {
+func (p *engineProc) stop(t testing.TB) {
 	select {
 	case <-p.done:
 		return

@@ -138,10 +138,9 @@ func TestListingLargeHoldsStaysSmall(t *testing.T) {
 	env := baseEnv(t)
 	fillHolds(t, env["SVC_HOLDS_PATH"], 1000, 250<<10)
 	env["SVC_OPA_MODE"] = "server"
-	p, err := launchBin(plainSvc(t), env)
+	p, err := launchWith(plainSvc(t), env, "svc serving", "serve")
 	require.NoError(t, err)
-	t.Cleanup(func() { p.stop(t) })
-	waitReady(t, p)
+	waitServing(t, p)
 
 	var wg sync.WaitGroup
 	counts, errs := make([]int, 4), make([]error, 4)

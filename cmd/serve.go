@@ -24,8 +24,8 @@ import (
 // shutdownGrace bounds how long in-flight decisions may take at shutdown.
 const shutdownGrace = 15 * time.Second
 
-// headerTimeout bounds the wait for a request's headers, within
-// SVC_READ_TIMEOUT, which bounds the whole request.
+// headerTimeout bounds the wait for a request's headers; SVC_READ_TIMEOUT
+// bounds the read of its body.
 const headerTimeout = 10 * time.Second
 
 // Connections and file descriptors (SVC_MAX_CONNECTIONS).
@@ -153,22 +153,39 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	// No WriteTimeout: it would cut the long-polls of GET /v1/holds/{id}?wait=
+	// (up to engine.MaxHoldWait), which end at shutdown instead. No
+	// ReadTimeout either: net/http cancels a request's context when it
+	// passes, whether its handler is done or not; the server bounds the read
+	// of a body itself (SVC_READ_TIMEOUT, engine.ServerConfig.BodyTimeout).
+	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: headerTimeout, IdleTimeout: 120 * time.Second}
+	srv.RegisterOnShutdown(a.endWaits)
+	started := func(addr string) { a.started(addr, conns) }
+	return serveUntilDone(ctx, cfg.Host, cfg.Port, conns, srv, started, log, "svc shutting down: finishing in-flight decisions")
+}
+
+// serveUntilDone listens on host:port, holding at most conns connections
+// open at once (engine.LimitListener; 0: no cap), and serves srv, calling
+// started with the address, until serving fails (exit 1) or ctx ends; it
+// then shuts srv down, giving requests in flight shutdownGrace to finish.
+func serveUntilDone(ctx context.Context, host string, port, conns int, srv *http.Server, started func(addr string),
+	log zerolog.Logger, stopping string) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)}
+		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", host, port, err)}
 	}
-	ln = engine.LimitListener(ln, conns)
-	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: min(headerTimeout, cfg.ReadTimeout),
-		ReadTimeout: cfg.ReadTimeout, IdleTimeout: 120 * time.Second}
+	if conns > 0 {
+		ln = engine.LimitListener(ln, conns)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	a.started(ln.Addr().String(), conns)
+	started(ln.Addr().String())
 	select {
 	case err = <-served:
 		return &exitError{code: 1, err: fmt.Errorf("serve: %w", err)}
 	case <-ctx.Done():
 	}
-	log.Info().Msg("svc shutting down: finishing in-flight decisions")
+	log.Info().Msg(stopping)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {

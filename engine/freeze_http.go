@@ -27,7 +27,7 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	raw, err := s.readBody(w, r)
 	if err != nil {
 		writeBodyError(w, err)
 		return

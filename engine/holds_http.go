@@ -76,8 +76,19 @@ func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(page) // the client may be gone; nothing to do
 }
 
+// handleGetHold answers a hold; with ?wait=<seconds> it first waits, up to
+// MaxHoldWait, until the hold leaves pending (awaitHold). A client that
+// leaves during the wait gets nothing more.
 func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
-	h, err := s.holds.Get(r.Context(), r.PathValue("id"), s.engine.deps.Now())
+	wait, err := holdWaitQuery(r.URL.Query())
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	h, err := s.awaitHold(r.Context(), r.PathValue("id"), wait)
+	if r.Context().Err() != nil {
+		return
+	}
 	if err != nil {
 		s.writeError(w, notFoundHold(err, r.PathValue("id")))
 		return
@@ -104,7 +115,7 @@ type resolveBody struct {
 }
 
 func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
-	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	raw, err := s.readBody(w, r)
 	if err != nil {
 		writeBodyError(w, err)
 		return
@@ -129,5 +140,6 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, notFoundHold(err, req.HoldID))
 		return
 	}
+	s.watch.notify(req.HoldID)
 	writeJSON(w, http.StatusOK, h)
 }

@@ -26,6 +26,9 @@ type Gatekeeper interface {
 type ServerConfig struct {
 	AuthToken    string
 	MaxBodyBytes int64
+	// BodyTimeout bounds the read of a request's body (SVC_READ_TIMEOUT);
+	// 0 leaves it unbounded.
+	BodyTimeout time.Duration
 }
 
 // Server serves the engine's routes.
@@ -38,6 +41,7 @@ type Server struct {
 	kill     *KillSwitch             // nil: no freeze routes
 	health   func() map[string]any   // extra /healthz fields, may be nil
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
+	watch    *holdWatch              // wakes the long-polls of holds
 	log      zerolog.Logger
 	// refusedLog is log, sampled, for refused credentials (logRefused).
 	refusedLog zerolog.Logger
@@ -69,6 +73,7 @@ type ServerDeps struct {
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
 		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger,
+		watch:      newHoldWatch(),
 		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
 		portalLog:  deps.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: portalLogPeriod})}
 }
@@ -180,7 +185,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate string) {
 	received := time.Now()
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		status, code, reason := bodyError(w, err)
 		writeRefusal(w, status, map[string]any{"error": code, "reason": reason})
@@ -211,11 +216,19 @@ func invalidJSONBody(err error) map[string]any {
 	return map[string]any{"error": "invalid_json", "reason": "request body is not one well-formed JSON value"}
 }
 
-// readBody reads at most limit bytes; a larger body is an error, and so is
-// a body not received within the server's read timeout (SVC_READ_TIMEOUT).
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// readBody reads the body, at most MaxBodyBytes; a larger body is an
+// error, and so is a body not received within BodyTimeout. The deadline
+// is lifted once the body is read: net/http would otherwise cancel the
+// request's context when it passes, its handler running or not.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	if s.cfg.BodyTimeout > 0 {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported only by test recorders
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
