@@ -118,9 +118,9 @@ def capture_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pr
     capture, model = CaptureServer().start(), FakeModel().start()
     guardrails = [
         generic_guardrail("svc-listed", f"{capture.url}/listed", mode=["pre_call", "post_call"],
-                          extra={"extra_headers": ["x-svc-session"],
+                          extra={"default_on": True, "extra_headers": ["x-svc-session"],
                                  "additional_provider_specific_params": LISTED_PARAMS}),
-        generic_guardrail("svc-plain", f"{capture.url}/plain"),
+        generic_guardrail("svc-plain", f"{capture.url}/plain", extra={"default_on": True}),
     ]
     proxy = None
     try:

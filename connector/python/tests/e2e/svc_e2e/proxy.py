@@ -52,7 +52,7 @@ def generic_guardrail(
         "mode": mode,
         "api_base": api_base,
         "api_key": f"os.environ/{api_key_env}",
-        "default_on": True,
+        "default_on": False,
         "unreachable_fallback": "fail_closed",
         "fail_on_error": True,
     }
@@ -65,26 +65,27 @@ def action_guardrail(name: str, extra: Mapping[str, Any] | None = None) -> dict[
     params: dict[str, Any] = {
         "guardrail": "svc_gateway.guardrail.ActionGuardrail",
         "mode": "post_call",
-        "default_on": True,
+        "default_on": False,
     }
     params.update(extra or {})
     return {"guardrail_name": name, "litellm_params": params}
 
 
-def proxy_config(upstream_api_base: str, guardrails: list[dict[str, Any]]) -> dict[str, Any]:
-    """The proxy config: MODEL routed to the fake upstream, the guardrails, custom auth."""
+def proxy_config(upstream_api_base: str, guardrails: list[dict[str, Any]],
+                 models: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+    """The proxy config: each model (name -> the guardrails attached to it) routed to the fake upstream;
+    without `models`, MODEL alone, the guardrails left to their own `default_on`."""
+    models = models if models is not None else {MODEL: []}
+    model_list = []
+    for index, (name, attached) in enumerate(models.items()):
+        params: dict[str, Any] = {"model": "openai/fake-model", "api_base": upstream_api_base,
+                                  "api_key": "sk-upstream-not-a-secret"}
+        if attached:
+            params["guardrails"] = list(attached)
+        model_list.append({"model_name": name, "litellm_params": params,
+                           "model_info": {"id": f"e2e-deployment-{index + 1}"}})
     return {
-        "model_list": [
-            {
-                "model_name": MODEL,
-                "litellm_params": {
-                    "model": "openai/fake-model",
-                    "api_base": upstream_api_base,
-                    "api_key": "sk-upstream-not-a-secret",
-                },
-                "model_info": {"id": "e2e-deployment-1"},
-            }
-        ],
+        "model_list": model_list,
         "guardrails": guardrails,
         "litellm_settings": {"num_retries": 0, "request_timeout": 120},
         "general_settings": {"master_key": MASTER_KEY, "custom_auth": "e2e_auth.user_api_key_auth"},
@@ -113,13 +114,14 @@ def start_proxy(
     guardrails: list[dict[str, Any]],
     keys: tuple[VirtualKey, ...],
     env: Mapping[str, str] | None = None,
+    models: Mapping[str, list[str]] | None = None,
 ) -> Proxy:
     """Write the config into workdir and start the proxy; return once /health/liveliness answers."""
     if not LITELLM.exists():
         raise RuntimeError(f"{LITELLM} missing: run scripts/install-test-deps (it fills the venv with LiteLLM)")
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "litellm-config.yaml"
-    config.write_text(json.dumps(proxy_config(upstream_api_base, guardrails), indent=2))  # JSON is YAML
+    config.write_text(json.dumps(proxy_config(upstream_api_base, guardrails, models), indent=2))  # JSON is YAML
     shutil.copy(TESTDATA / "e2e_auth.py", workdir / "e2e_auth.py")
     all_keys = {MASTER_KEY: {"key_alias": "master"}} | {k.key: k.auth_fields() for k in keys}
     port = free_port()

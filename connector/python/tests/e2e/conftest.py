@@ -1,0 +1,108 @@
+"""Fixtures of the gateway end-to-end tests: real processes on free loopback ports.
+
+One session stack: the svc engine (built from this tree, OPA in server mode with the real opa, an operator
+token and a resolver token of the human alice), three `svc connector`s in front of it (hold wait 20 s, hold
+wait 0, and one whose engine is a dead port), the fake OpenAI-compatible upstream, and a real LiteLLM proxy
+per path, started on first use. Models scope the guardrails (`model_list[].litellm_params.guardrails`), so one
+proxy serves every path-1 case and another every path-2 case. Teardown stops everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from svc_e2e.connector import CONNECTOR_TOKEN, Connector, DeadPort, start_connector
+from svc_e2e.engine import Engine, build_svc, start_engine
+from svc_e2e.proxy import Proxy, VirtualKey, action_guardrail, generic_guardrail, start_proxy
+from svc_e2e.upstream import FakeModel
+
+HOLD_WAIT = 20
+
+PROD_KEY = VirtualKey("sk-e2e-prod-agent", key_alias="agent-prod", team_id="team-unbound")
+STAGING_KEY = VirtualKey("sk-e2e-staging-agent", key_alias="agent-unbound", team_id="team-staging")
+UNMAPPED_KEY = VirtualKey("sk-e2e-unmapped-agent", key_alias="agent-nobody", team_id="team-nobody")
+KEYS = (PROD_KEY, STAGING_KEY, UNMAPPED_KEY)
+
+# Path-1 models: each names the guardrail attached to it.
+P1_MODEL, P1_NOWAIT_MODEL, P1_ENGINE_DOWN_MODEL, PLAIN_MODEL = "gpt-p1", "gpt-p1-nowait", "gpt-p1-engine-down", "gpt-plain"
+P2_MODEL, P2_DOWN_MODEL = "gpt-p2", "gpt-p2-connector-down"
+
+
+@dataclass
+class Stack:
+    """The engine and the connectors of the session."""
+
+    engine: Engine
+    connector: Connector
+    connector_nowait: Connector
+    connector_engine_down: Connector
+    model: FakeModel
+    dead: DeadPort
+
+
+@pytest.fixture(scope="session")
+def svc_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bin/svc built from this tree."""
+    return build_svc(tmp_path_factory.mktemp("bin"))
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, svc_bin: Path) -> Iterator[Stack]:
+    """Engine, connectors and fake upstream, started once, stopped at the end."""
+    root = tmp_path_factory.mktemp("stack")
+    model, dead = FakeModel().start(), DeadPort()
+    started: list[Engine | Connector] = []
+    try:
+        engine = start_engine(root / "engine", svc_bin)
+        started.append(engine)
+        conns = []
+        for name, wait, core in (("connector", HOLD_WAIT, engine.url), ("connector-nowait", 0, engine.url),
+                                 ("connector-engine-down", HOLD_WAIT, dead.url)):
+            conns.append(start_connector(root / name, svc_bin, core, wait))
+            started.append(conns[-1])
+        yield Stack(engine, conns[0], conns[1], conns[2], model, dead)
+    finally:
+        for proc in reversed(started):
+            proc.stop()
+        model.stop()
+        dead.close()
+
+
+@pytest.fixture(scope="session")
+def proxy_path1(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Iterator[Proxy]:
+    """The stock LiteLLM proxy with generic guardrails (path 1), one per model."""
+    guardrails = [
+        generic_guardrail("svc-p1", stack.connector.url),
+        generic_guardrail("svc-p1-nowait", stack.connector_nowait.url),
+        generic_guardrail("svc-p1-engine-down", stack.connector_engine_down.url),
+    ]
+    models = {P1_MODEL: ["svc-p1"], P1_NOWAIT_MODEL: ["svc-p1-nowait"],
+              P1_ENGINE_DOWN_MODEL: ["svc-p1-engine-down"], PLAIN_MODEL: []}
+    proxy = start_proxy(tmp_path_factory.mktemp("proxy-path1"), stack.model.api_base, guardrails, KEYS,
+                        env={"SVC_CONNECTOR_TOKEN": CONNECTOR_TOKEN}, models=models)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def proxy_path2(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Iterator[Proxy]:
+    """The LiteLLM proxy with svc_gateway.guardrail.ActionGuardrail loaded by dotted path (path 2)."""
+    guardrails = [
+        action_guardrail("svc-p2", {"svc_hold_wait": HOLD_WAIT}),
+        action_guardrail("svc-p2-down", {"svc_hold_wait": HOLD_WAIT, "svc_connector_url_env": "SVC_E2E_DOWN_URL"}),
+    ]
+    models = {P2_MODEL: ["svc-p2"], P2_DOWN_MODEL: ["svc-p2-down"], PLAIN_MODEL: []}
+    env = {"SVC_CONNECTOR_TOKEN": CONNECTOR_TOKEN, "SVC_CONNECTOR_URL": stack.connector.url,
+           "SVC_E2E_DOWN_URL": stack.dead.url}
+    proxy = start_proxy(tmp_path_factory.mktemp("proxy-path2"), stack.model.api_base, guardrails, KEYS,
+                        env=env, models=models)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

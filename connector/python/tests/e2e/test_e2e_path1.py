@@ -1,0 +1,195 @@
+"""Path 1 end to end: a real OpenAI client -> the stock LiteLLM proxy (generic guardrail API, post_call)
+-> `svc connector` -> `svc serve` with the bundled policy and the real opa.
+
+Tool readings come from testdata/tools.json: crm_get_customer and billing_list_* read; db_delete_records an
+irreversible systemic delete (denied in production); billing_void_* an irreversible broad delete (held in
+production). The key `agent-prod` is bound to a production tenant, `team-staging` to a staging tenant.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Callable
+
+import openai
+import pytest
+
+from conftest import (P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, PROD_KEY, STAGING_KEY, UNMAPPED_KEY,
+                      Stack)
+from svc_e2e.client import error_message, openai_client, raw_stream, refused, unique
+from svc_e2e.proxy import Proxy
+from svc_e2e.upstream import Scenario, ToolCall
+
+WAIT_FOR_HOLD = 15.0
+
+
+def read_call() -> ToolCall:
+    return ToolCall("crm_get_customer", {"customer_id": unique("cus")})
+
+
+def mass_delete() -> ToolCall:
+    return ToolCall("db_delete_records", {"table": "customers", "ids": list(range(1, 2001)),
+                                          "environment": "production", "dry_run": False})
+
+
+def void_invoices(customer: str) -> ToolCall:
+    return ToolCall("billing_void_invoices", {"customer_id": customer, "invoice_ids": [f"in_{i}" for i in range(40)]})
+
+
+def ask(proxy: Proxy, key: str, model: str, scenario: Scenario) -> Any:
+    """One non-streamed chat completion through the proxy."""
+    return openai_client(proxy.url, key).chat.completions.create(model=model, messages=scenario.messages())
+
+
+def refused_by_proxy(proxy: Proxy, key: str, model: str, scenario: Scenario) -> tuple[str, list[dict[str, Any]]]:
+    """Send scenario and expect the proxy's HTTP 400 carrying svc's refusal: (message, refusal entries)."""
+    with pytest.raises(openai.BadRequestError) as info:
+        ask(proxy, key, model, scenario)
+    assert info.value.status_code == 400
+    message = error_message(info.value)
+    assert message.startswith("Svc: "), message
+    return message, refused(message)
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll check until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def pending_hold_for(stack: Stack, customer: str) -> Callable[[], dict[str, Any] | None]:
+    def find() -> dict[str, Any] | None:
+        for hold in stack.engine.holds("pending"):
+            if (hold.get("envelope") or {}).get("params", {}).get("customer_id") == customer:
+                return hold
+        return None
+
+    return find
+
+
+def test_allowed_read_passes(stack: Stack, proxy_path1: Proxy) -> None:
+    call = read_call()
+    before = stack.connector.counters()
+    resp = ask(proxy_path1, PROD_KEY.key, P1_MODEL, Scenario((call,)))
+    calls = resp.choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["crm_get_customer"]
+    assert json.loads(calls[0].function.arguments) == call.arguments
+    assert resp.choices[0].finish_reason == "tool_calls"
+    after = stack.connector.counters()
+    assert after["allowed"] == before["allowed"] + 1
+    assert after["tool_calls_decided"] == before["tool_calls_decided"] + 1
+
+
+def test_production_mass_delete_refused_with_the_refusal_payload(stack: Stack, proxy_path1: Proxy) -> None:
+    message, entries = refused_by_proxy(proxy_path1, PROD_KEY.key, P1_MODEL, Scenario((mass_delete(),)))
+    assert "[rule=svc.policy/irreversible_systemic_prod]" in message
+    assert len(entries) == 1
+    entry = entries[0]
+    assert entry["error"] == "svc_denied"
+    assert entry["rule"] == "svc.policy/irreversible_systemic_prod"
+    assert entry["tool"] == "db_delete_records"
+    assert entry["stage"] == "refused_at_gateway"
+    assert entry["tool_call_id"].startswith("call_")
+
+
+def test_same_delete_in_staging_is_allowed(stack: Stack, proxy_path1: Proxy) -> None:
+    resp = ask(proxy_path1, STAGING_KEY.key, P1_MODEL, Scenario((mass_delete(),)))
+    assert [c.function.name for c in resp.choices[0].message.tool_calls] == ["db_delete_records"]
+
+
+def test_two_calls_one_denied_refuses_the_whole_response(stack: Stack, proxy_path1: Proxy) -> None:
+    scenario = Scenario((read_call(), mass_delete()))
+    message, entries = refused_by_proxy(proxy_path1, PROD_KEY.key, P1_MODEL, scenario)
+    assert [e["tool"] for e in entries] == ["db_delete_records"]  # one refusal per refused call
+    assert "[rule=svc.policy/irreversible_systemic_prod]" in message
+
+
+def test_unmapped_key_is_refused_and_the_engine_untouched(stack: Stack, proxy_path1: Proxy) -> None:
+    decisions_before = len(stack.engine.decisions())
+    counters_before = stack.connector.counters()
+    _, entries = refused_by_proxy(proxy_path1, UNMAPPED_KEY.key, P1_MODEL, Scenario((read_call(),)))
+    assert [e["error"] for e in entries] == ["svc_tenant_unmapped"]
+    assert len(stack.engine.decisions()) == decisions_before
+    counters = stack.connector.counters()
+    assert counters["unmapped_tenant"] == counters_before["unmapped_tenant"] + 1
+    assert counters["tool_calls_decided"] == counters_before["tool_calls_decided"]
+
+
+def test_engine_down_is_refused_and_never_delivered(stack: Stack, proxy_path1: Proxy) -> None:
+    asked_before = stack.model.log.count()
+    message, entries = refused_by_proxy(proxy_path1, PROD_KEY.key, P1_ENGINE_DOWN_MODEL, Scenario((read_call(),)))
+    assert stack.model.log.count() == asked_before + 1  # the model answered; the answer was withheld
+    assert "[rule=svc.core/fail_closed]" in message
+    assert [e["rule"] for e in entries] == ["svc.core/fail_closed"]
+
+
+def test_hold_approved_during_the_wait_is_delivered(stack: Stack, proxy_path1: Proxy) -> None:
+    customer = unique("cus-hold")
+    result: dict[str, Any] = {}
+
+    def request() -> None:
+        try:
+            result["response"] = ask(proxy_path1, PROD_KEY.key, P1_MODEL, Scenario((void_invoices(customer),)))
+        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+            result["error"] = err
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    hold = wait_for(pending_hold_for(stack, customer), WAIT_FOR_HOLD, f"a pending hold for {customer}")
+    assert hold["rule"] == "svc.policy/irreversible_broad_prod"
+    stack.engine.resolve(hold["id"])
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+    assert "error" not in result, result.get("error")
+    calls = result["response"].choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["billing_void_invoices"]
+    assert stack.engine.hold(hold["id"])["status"] == "consumed"
+    row = next(r for r in stack.connector.ledger() if r.get("hold_id") == hold["id"])
+    assert row["released_after_approval"] is True
+    assert row["enforcement_stage"] == "allowed_at_gateway"
+    assert row["hold_decision"]["decided_by"] == {"type": "human", "id": "alice"}
+    assert row["hold_decision"]["resolution"] == "approved"
+    assert row["hold_decision"]["verified"] is True
+
+
+def test_hold_wait_zero_refuses_naming_the_hold_then_releases_once(stack: Stack, proxy_path1: Proxy) -> None:
+    customer = unique("cus-retry")
+    scenario = Scenario((void_invoices(customer),))
+    message, entries = refused_by_proxy(proxy_path1, PROD_KEY.key, P1_NOWAIT_MODEL, scenario)
+    assert [e["error"] for e in entries] == ["svc_hold_timeout"]
+    hold_id = entries[0]["hold_id"]
+    assert hold_id in message
+    assert stack.engine.hold(hold_id)["status"] == "pending"
+
+    stack.engine.resolve(hold_id)
+    resp = ask(proxy_path1, PROD_KEY.key, P1_NOWAIT_MODEL, scenario)  # the retry, with fresh tool call ids
+    assert [c.function.name for c in resp.choices[0].message.tool_calls] == ["billing_void_invoices"]
+    assert stack.engine.hold(hold_id)["status"] == "consumed"
+
+    _, again = refused_by_proxy(proxy_path1, PROD_KEY.key, P1_NOWAIT_MODEL, scenario)
+    assert [e["error"] for e in again] == ["svc_hold_timeout"]
+    assert again[0]["hold_id"] != hold_id  # a new hold: the approval was spent once
+
+
+def test_streamed_denied_call_reaches_the_client_before_the_error(stack: Stack, proxy_path1: Proxy) -> None:
+    """What a client sees with stream: true on path 1 (docs/gateway.md): the status is 200 and the denied
+    call's frames, name and arguments, arrive; the guardrail runs on the assembled answer at the end of the
+    stream and its refusal comes as a final SSE error frame; no finish_reason tool_calls frame follows."""
+    call = mass_delete()
+    stream = raw_stream(proxy_path1.url, PROD_KEY.key, P1_MODEL, Scenario((call,)))
+    assert stream.status == 200
+    assert b"db_delete_records" in stream.raw
+    events = stream.events()
+    errors = [e for e in events if isinstance(e, dict) and "error" in e]
+    assert len(errors) == 1, events
+    message = errors[0]["error"]["message"]
+    assert "[rule=svc.policy/irreversible_systemic_prod]" in message
+    assert [e["tool"] for e in refused(message)] == ["db_delete_records"]
+    assert events.index(errors[0]) == len([e for e in events if e != "[DONE]"]) - 1  # the error is last
