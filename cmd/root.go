@@ -60,6 +60,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newHoldsCommand(),
 		newFreezeCommand(),
 		newBenchCommand(),
+		newConnectorCommand(),
 	)
 	return root
 }
