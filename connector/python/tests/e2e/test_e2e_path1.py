@@ -29,9 +29,9 @@ def read_call() -> ToolCall:
     return ToolCall("crm_get_customer", {"customer_id": unique("cus")})
 
 
-def mass_delete() -> ToolCall:
-    return ToolCall("db_delete_records", {"table": "customers", "ids": list(range(1, 2001)),
-                                          "environment": "production", "dry_run": False})
+def mass_delete(rows: int = 2000, **extra: Any) -> ToolCall:
+    return ToolCall("db_delete_records", {"table": "customers", "ids": list(range(1, rows + 1)), "dry_run": False,
+                                          **extra})
 
 
 def void_invoices(customer: str) -> ToolCall:
@@ -40,7 +40,8 @@ def void_invoices(customer: str) -> ToolCall:
 
 def ask(proxy: Proxy, key: str, model: str, scenario: Scenario) -> Any:
     """One non-streamed chat completion through the proxy."""
-    return openai_client(proxy.url, key).chat.completions.create(model=model, messages=scenario.messages())
+    with openai_client(proxy.url, key) as client:
+        return client.chat.completions.create(model=model, messages=scenario.messages())
 
 
 def refused_by_proxy(proxy: Proxy, key: str, model: str, scenario: Scenario) -> tuple[str, list[dict[str, Any]]]:
@@ -100,8 +101,15 @@ def test_production_mass_delete_refused_with_the_refusal_payload(stack: Stack, p
 
 
 def test_same_delete_in_staging_is_allowed(stack: Stack, proxy_path1: Proxy) -> None:
-    resp = ask(proxy_path1, STAGING_KEY.key, P1_MODEL, Scenario((mass_delete(),)))
+    # 10 rows: within the bundled pack's session delete budget (20), which would hold a larger delete
+    resp = ask(proxy_path1, STAGING_KEY.key, P1_MODEL, Scenario((mass_delete(rows=10),)))
     assert [c.function.name for c in resp.choices[0].message.tool_calls] == ["db_delete_records"]
+
+
+def test_staging_tenant_naming_production_in_the_arguments_is_refused(stack: Stack, proxy_path1: Proxy) -> None:
+    _, entries = refused_by_proxy(proxy_path1, STAGING_KEY.key, P1_MODEL,
+                                  Scenario((mass_delete(environment="prod"),)))
+    assert [e["rule"] for e in entries] == ["svc.policy/irreversible_systemic_prod"]
 
 
 def test_two_calls_one_denied_refuses_the_whole_response(stack: Stack, proxy_path1: Proxy) -> None:
@@ -119,7 +127,7 @@ def test_unmapped_key_is_refused_and_the_engine_untouched(stack: Stack, proxy_pa
     assert len(stack.engine.decisions()) == decisions_before
     counters = stack.connector.counters()
     assert counters["unmapped_tenant"] == counters_before["unmapped_tenant"] + 1
-    assert counters["tool_calls_decided"] == counters_before["tool_calls_decided"]
+    assert counters["blocked"] == counters_before["blocked"] + 1
 
 
 def test_engine_down_is_refused_and_never_delivered(stack: Stack, proxy_path1: Proxy) -> None:
