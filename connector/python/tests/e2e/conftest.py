@@ -9,7 +9,6 @@ proxy serves every path-1 case and another every path-2 case. Teardown stops eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -17,32 +16,10 @@ import pytest
 
 from svc_e2e.connector import CONNECTOR_TOKEN, Connector, DeadPort, start_connector
 from svc_e2e.engine import Engine, build_svc, start_engine
-from svc_e2e.proxy import Proxy, VirtualKey, action_guardrail, generic_guardrail, start_proxy
+from svc_e2e.proxy import Proxy, action_guardrail, generic_guardrail, start_proxy
+from svc_e2e.topology import (HOLD_WAIT, KEYS, P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P2_DOWN_MODEL,
+                              P2_MODEL, PLAIN_MODEL, Stack)
 from svc_e2e.upstream import FakeModel
-
-HOLD_WAIT = 20
-
-PROD_KEY = VirtualKey("sk-e2e-prod-agent", key_alias="agent-prod", team_id="team-unbound")
-STAGING_KEY = VirtualKey("sk-e2e-staging-agent", key_alias="agent-unbound", team_id="team-staging")
-UNMAPPED_KEY = VirtualKey("sk-e2e-unmapped-agent", key_alias="agent-nobody", team_id="team-nobody")
-KEYS = (PROD_KEY, STAGING_KEY, UNMAPPED_KEY)
-
-# Path-1 models: each names the guardrail attached to it.
-P1_MODEL, P1_NOWAIT_MODEL, P1_ENGINE_DOWN_MODEL, PLAIN_MODEL = "gpt-p1", "gpt-p1-nowait", "gpt-p1-engine-down", "gpt-plain"
-P2_MODEL, P2_DOWN_MODEL = "gpt-p2", "gpt-p2-connector-down"
-
-
-@dataclass
-class Stack:
-    """The engine and the connectors of the session."""
-
-    engine: Engine
-    connector: Connector
-    connector_nowait: Connector
-    connector_engine_down: Connector
-    model: FakeModel
-    dead: DeadPort
-
 
 @pytest.fixture(scope="session")
 def svc_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:

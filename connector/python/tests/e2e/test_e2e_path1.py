@@ -10,38 +10,23 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from typing import Any, Callable
+from typing import Any
 
 import openai
 import pytest
 
-from conftest import (P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, PROD_KEY, STAGING_KEY, UNMAPPED_KEY,
-                      Stack)
-from svc_e2e.client import error_message, openai_client, raw_stream, refused, unique
+from svc_e2e.cases import WAIT_FOR_HOLD, mass_delete, pending_hold_for, read_call, void_invoices, wait_for
+from svc_e2e.cases import ask as ask_url
+from svc_e2e.client import error_message, raw_stream, refused, unique
 from svc_e2e.proxy import Proxy
-from svc_e2e.upstream import Scenario, ToolCall
-
-WAIT_FOR_HOLD = 15.0
-
-
-def read_call() -> ToolCall:
-    return ToolCall("crm_get_customer", {"customer_id": unique("cus")})
-
-
-def mass_delete(rows: int = 2000, **extra: Any) -> ToolCall:
-    return ToolCall("db_delete_records", {"table": "customers", "ids": list(range(1, rows + 1)), "dry_run": False,
-                                          **extra})
-
-
-def void_invoices(customer: str) -> ToolCall:
-    return ToolCall("billing_void_invoices", {"customer_id": customer, "invoice_ids": [f"in_{i}" for i in range(40)]})
+from svc_e2e.topology import (P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, PROD_KEY, STAGING_KEY, UNMAPPED_KEY,
+                              Stack)
+from svc_e2e.upstream import Scenario
 
 
 def ask(proxy: Proxy, key: str, model: str, scenario: Scenario) -> Any:
     """One non-streamed chat completion through the proxy."""
-    with openai_client(proxy.url, key) as client:
-        return client.chat.completions.create(model=model, messages=scenario.messages())
+    return ask_url(proxy.url, key, model, scenario)
 
 
 def refused_by_proxy(proxy: Proxy, key: str, model: str, scenario: Scenario) -> tuple[str, list[dict[str, Any]]]:
@@ -52,27 +37,6 @@ def refused_by_proxy(proxy: Proxy, key: str, model: str, scenario: Scenario) -> 
     message = error_message(info.value)
     assert message.startswith("Svc: "), message
     return message, refused(message)
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll check until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def pending_hold_for(stack: Stack, customer: str) -> Callable[[], dict[str, Any] | None]:
-    def find() -> dict[str, Any] | None:
-        for hold in stack.engine.holds("pending"):
-            if (hold.get("envelope") or {}).get("params", {}).get("customer_id") == customer:
-                return hold
-        return None
-
-    return find
 
 
 def test_allowed_read_passes(stack: Stack, proxy_path1: Proxy) -> None:
@@ -150,7 +114,7 @@ def test_hold_approved_during_the_wait_is_delivered(stack: Stack, proxy_path1: P
 
     worker = threading.Thread(target=request)
     worker.start()
-    hold = wait_for(pending_hold_for(stack, customer), WAIT_FOR_HOLD, f"a pending hold for {customer}")
+    hold = wait_for(pending_hold_for(stack.engine, customer), WAIT_FOR_HOLD, f"a pending hold for {customer}")
     assert hold["rule"] == "svc.policy/irreversible_broad_prod"
     stack.engine.resolve(hold["id"])
     worker.join(timeout=60)
