@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Request is one decide call: the canonical envelope and what is known of
 // the caller.
 type Request struct {
-	Envelope *Envelope
+	Envelope *envelope.Envelope
 	Gate     string    // gate of a portal-issued credential, "" otherwise
 	Received time.Time // when the request arrived, for the latency figure
 }
@@ -263,7 +265,7 @@ func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 	return nil
 }
 
-func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Verdict, error) {
+func (e *Engine) evaluate(ctx context.Context, env *envelope.Envelope, now time.Time) (Verdict, error) {
 	totals, err := e.deps.Budgets.Totals(ctx, env.Agent.SessionID, now.Add(-e.cfg.Window))
 	if err != nil {
 		return Verdict{}, internalFault("session ledger unavailable", err)
@@ -293,7 +295,7 @@ func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Ve
 }
 
 // ChargeOf is what an allowed envelope adds to its session's totals.
-func ChargeOf(env *Envelope) Totals {
+func ChargeOf(env *envelope.Envelope) Totals {
 	n := env.Magnitude.Count
 	t := Totals{Objects: n}
 	if env.Action.Verb == "delete" {
@@ -307,7 +309,7 @@ func ChargeOf(env *Envelope) Totals {
 
 // charge books what an allow costs; the charge is committed with the
 // decision's audit records (Journal.Commit), under the session's lock.
-func (e *Engine) charge(env *Envelope, out *outcome, now time.Time) {
+func (e *Engine) charge(env *envelope.Envelope, out *outcome, now time.Time) {
 	out.charge = &Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
 }
 

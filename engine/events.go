@@ -1,8 +1,12 @@
 package engine
 
-import "time"
+import (
+	"time"
 
-func (e *Engine) decisionEvent(env *Envelope, req Request, out *outcome) DecisionEvent {
+	"github.com/svc-dev/svc/engine/envelope"
+)
+
+func (e *Engine) decisionEvent(env *envelope.Envelope, req Request, out *outcome) DecisionEvent {
 	now := e.deps.Now()
 	latency := int64(0)
 	if !req.Received.IsZero() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Evaluator evaluates the policy input document (see docs/policy.md) and
@@ -133,13 +135,13 @@ func (p Principal) String() string { return p.Type + ":" + p.ID }
 
 // Hold is a pending approval created by a require_approval decision.
 type Hold struct {
-	ID           string    `json:"id"`
-	Status       string    `json:"status"`
-	Rule         string    `json:"rule"`
-	Reason       string    `json:"reason"`
-	Envelope     *Envelope `json:"envelope"`
-	EnvelopeHash string    `json:"envelope_hash"`
-	ParamsHash   string    `json:"params_hash"`
+	ID           string             `json:"id"`
+	Status       string             `json:"status"`
+	Rule         string             `json:"rule"`
+	Reason       string             `json:"reason"`
+	Envelope     *envelope.Envelope `json:"envelope"`
+	EnvelopeHash string             `json:"envelope_hash"`
+	ParamsHash   string             `json:"params_hash"`
 	// Gate is the gate of the portal credential that raised the hold, ""
 	// for SVC_AUTH_TOKEN or none; nil for a hold raised before svc recorded
 	// gates, which is not bound to one.

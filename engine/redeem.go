@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // redeem spends an approved hold on a re-submission. The hold must exist,
@@ -56,8 +58,8 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 		return ReasonHoldEnvelopeMismatch, "the action, target, magnitude or axes differ from the held envelope"
 	case err != nil || h.ParamsHash != paramsHash:
 		return ReasonHoldEnvelopeMismatch, "the parameters differ from the held envelope"
-	case h.Envelope == nil || Fold(h.Envelope.Agent.ID) != Fold(env.Agent.ID) ||
-		Fold(h.Envelope.Agent.OnBehalfOf) != Fold(env.Agent.OnBehalfOf):
+	case h.Envelope == nil || envelope.Fold(h.Envelope.Agent.ID) != envelope.Fold(env.Agent.ID) ||
+		envelope.Fold(h.Envelope.Agent.OnBehalfOf) != envelope.Fold(env.Agent.OnBehalfOf):
 		return ReasonHoldActorMismatch, "the hold was raised for another agent or principal"
 	case h.Gate != nil && *h.Gate != req.Gate:
 		return ReasonHoldActorMismatch, "the hold was raised through another gate"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Store is the SQLite hold store. It shares svc's one database with the
@@ -202,10 +203,10 @@ func scanHold(sc scanner, now time.Time) (engine.Hold, error) {
 // context as json.Number, as ParseEnvelope gave them: the approver is shown
 // each number exactly as the agent sent it, not as a float64 reads it
 // (9007199254740993 would read as 9007199254740992).
-func decodeEnvelope(stored string) (*engine.Envelope, error) {
+func decodeEnvelope(stored string) (*envelope.Envelope, error) {
 	dec := json.NewDecoder(strings.NewReader(stored))
 	dec.UseNumber()
-	env := new(engine.Envelope)
+	env := new(envelope.Envelope)
 	if err := dec.Decode(env); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package envelope
 
 import (
 	"encoding/json"
@@ -42,19 +42,18 @@ func TestMemberNames(t *testing.T) {
 }
 
 // TestNullIsAnObjectOnlyToTheVerdictReaders checks that null reads as an
-// object without members where an OPA answer may carry it (exactMembers),
+// object without members where an OPA answer may carry it (ExactMembers),
 // and nowhere else.
 func TestNullIsAnObjectOnlyToTheVerdictReaders(t *testing.T) {
 	var values [1]json.RawMessage
-	require.NoError(t, exactMembers([]byte(" null "), []string{"a"}, values[:]))
+	require.NoError(t, ExactMembers([]byte(" null "), []string{"a"}, values[:]))
 	assert.Nil(t, values[0])
-	_, err := scanObject([]byte("null"))
+	_, err := ScanObject([]byte("null"))
 	assert.ErrorIs(t, err, errNotObject)
-	assert.ErrorContains(t, answerMembers([]byte("null"), values[:]), "portal answer is not a JSON object")
 }
 
 // TestExactMembersManyMembers checks duplicates among many members, which
-// keySet looks up in a map past maxLinearKeys, as well as among few.
+// KeySet looks up in a map past maxLinearKeys, as well as among few.
 func TestExactMembersManyMembers(t *testing.T) {
 	members := func(n int) string {
 		var b strings.Builder
@@ -66,14 +65,14 @@ func TestExactMembersManyMembers(t *testing.T) {
 	for _, n := range []int{1, maxLinearKeys - 1, maxLinearKeys, maxLinearKeys + 1, 10 * maxLinearKeys} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			var values [1]json.RawMessage
-			require.NoError(t, exactMembers([]byte(`{`+members(n)+`"a":true}`), []string{"a"}, values[:]))
+			require.NoError(t, ExactMembers([]byte(`{`+members(n)+`"a":true}`), []string{"a"}, values[:]))
 			assert.Equal(t, "true", string(values[0]))
 
-			err := exactMembers([]byte(`{`+members(n)+`"m0":0}`), []string{"a"}, values[:])
+			err := ExactMembers([]byte(`{`+members(n)+`"m0":0}`), []string{"a"}, values[:])
 			assert.EqualError(t, err, "a member appears twice")
-			err = exactMembers([]byte(`{"a":1,`+members(n)+`"\u0061":2}`), []string{"a"}, values[:])
+			err = ExactMembers([]byte(`{"a":1,`+members(n)+`"\u0061":2}`), []string{"a"}, values[:])
 			assert.EqualError(t, err, `member "a" appears twice`)
-			err = exactMembers([]byte(fmt.Sprintf(`{%s"m%d":0}`, members(n), n-1)), []string{"a"}, values[:])
+			err = ExactMembers([]byte(fmt.Sprintf(`{%s"m%d":0}`, members(n), n-1)), []string{"a"}, values[:])
 			assert.EqualError(t, err, "a member appears twice", "the last member repeated")
 		})
 	}
@@ -83,30 +82,12 @@ func TestExactMembersManyMembers(t *testing.T) {
 // on the decision path, allocates nothing.
 func TestExactMembersAllocates(t *testing.T) {
 	doc := []byte(`{"decision":"deny","rule":"svc.policy/strict","reason":"policy says deny","extra":{"k":[1,2]}}`)
-	var values [len(verdictMembers)]json.RawMessage
+	names := []string{"decision", "rule", "reason"}
+	var values [3]json.RawMessage
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := exactMembers(doc, verdictMembers[:], values[:]); err != nil {
+		if err := ExactMembers(doc, names, values[:]); err != nil {
 			t.Fatal(err)
 		}
 	})
 	assert.Zero(t, allocs)
-}
-
-// TestDecodeStrictManyMembers checks duplicates among many members of a
-// strictly decoded body.
-func TestDecodeStrictManyMembers(t *testing.T) {
-	fields := make([]string, 0, 3*maxLinearKeys)
-	var body strings.Builder
-	body.WriteString("{")
-	for i := range cap(fields) {
-		fields = append(fields, fmt.Sprintf("f%d", i))
-		fmt.Fprintf(&body, `"f%d":%d,`, i, i)
-	}
-	body.WriteString(`"f5":5}`)
-	var got map[string]int
-	err := decodeStrict([]byte(body.String()), &got, "usage", fields...)
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, reasonDuplicateKey, e.Message)
-	assert.Equal(t, "f5", fieldOf(e))
 }

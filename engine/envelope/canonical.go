@@ -1,4 +1,4 @@
-package engine
+package envelope
 
 import (
 	"slices"
@@ -10,11 +10,21 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Canonical verbs, in ascending order of risk: when several words of a verb
-// or ability name disagree, the riskiest wins.
-var verbRisk = map[string]int{
-	"read": 0, "create": 1, "update": 2, "emit": 3, "execute": 4, "transact": 5, "delete": 6,
-}
+// Verbs are the canonical verbs, in ascending order of risk: when several
+// words of a verb or ability name disagree, the riskiest wins.
+var Verbs = []string{"read", "create", "update", "emit", "execute", "transact", "delete"}
+
+// Environments are the canonical environments, strictest first.
+var Environments = []string{"production", "staging", "dev"}
+
+// verbRisk is the rank of each canonical verb in Verbs.
+var verbRisk = func() map[string]int {
+	out := map[string]int{}
+	for i, v := range Verbs {
+		out[v] = i
+	}
+	return out
+}()
 
 // verbAliases maps each recognised word to its canonical verb
 // (docs/policy.md lists the table).
@@ -216,6 +226,26 @@ func CanonicalVerb(rawVerb, ability, reversibility string) string {
 		verb = "delete"
 	}
 	return verb
+}
+
+// VerbOf reads one name, a verb or a tool name ("purge_rows",
+// "sendEmail", "ＤＥＬＥＴＥ"), as CanonicalVerb reads a verb without an
+// ability: the riskiest recognised word, else the verb of an -ing or -ed
+// form, and delete for any spelling of a delete. It reports known false,
+// with an empty verb, when no word of the name is recognised, leaving the
+// reading of an unknown action to the caller (CanonicalVerb's own default,
+// update or delete by reversibility, is never read). When known,
+// CanonicalVerb(name, "", r) is the same verb for every reversibility r.
+func VerbOf(name string) (verb string, known bool) {
+	var buf [maxNameWords]string
+	cleaned, ws := words(buf[:], name)
+	if namesDelete(cleaned, ws) {
+		return "delete", true
+	}
+	if verb, ok := riskiestVerb(ws, verbAliases); ok {
+		return verb, true
+	}
+	return riskiestVerb(ws, inflectedAliases)
 }
 
 // riskiestVerb is the riskiest verb that aliases give one of ws.

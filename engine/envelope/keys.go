@@ -1,9 +1,17 @@
-package engine
+package envelope
 
 import (
 	"bytes"
 	"slices"
 	"strings"
+)
+
+// Reasons of refused member names, worded alike on /v1/decide (keyScanner)
+// and by the engine's strict decoding of its other request bodies
+// (docs/api.md "No ambiguous keys").
+const (
+	ReasonDuplicateKey = "duplicate key (keys must be unique)"
+	ReasonSpelling     = "field names are spelled exactly as documented: "
 )
 
 // envelopeObjects are the envelope's own objects, by path, with the exact
@@ -116,7 +124,7 @@ type frame struct {
 	numbers bool   // the object is params or context, whose numbers must be exact
 	object  int    // 1 + its index in envelopeObjects for an envelope object, else 0
 	member  text   // the key being read
-	keys    keySet // the object's keys (compared forms), in keyScanner.seen
+	keys    KeySet // the object's keys (compared forms), in keyScanner.seen
 }
 
 // document reads one value and then only white space to the end.
@@ -203,7 +211,7 @@ func (s *keyScanner) open(c byte) error {
 		return errSyntax
 	}
 	s.pos++
-	f := frame{array: c == '[', keys: keySet{start: len(s.seen)}}
+	f := frame{array: c == '[', keys: KeySet{start: len(s.seen)}}
 	switch n := len(s.stack); {
 	case f.array:
 	case n == 0:
@@ -269,10 +277,10 @@ func (s *keyScanner) check(f *frame) {
 		}
 	}
 	var dup bool
-	s.seen, dup = f.keys.add(s.seen, s.bytesOf(id))
+	s.seen, dup = f.keys.Add(s.seen, s.bytesOf(id))
 	switch {
 	case dup:
-		s.fail(key, reasonDuplicateKey)
+		s.fail(key, ReasonDuplicateKey)
 	case misspelt:
 		s.fail(key, misspeltReason)
 	}
@@ -293,23 +301,23 @@ func lowerASCII(key []byte) bool {
 	return true
 }
 
-// keySet is the set of one object's keys, for its duplicate check. The
+// KeySet is the set of one object's keys, for its duplicate check. The
 // keys are kept in a slice of its owner, from start on: nested objects
 // share one slice, each object's keys after those of the object it is in,
 // so that the slice is a stack of the open objects' keys. They are compared
 // one by one while there are at most maxLinearKeys of them, with no
 // allocation beyond the slice's growth; past that they are also put in a
 // map, so that an object of n keys costs O(n), not O(n²).
-type keySet struct {
+type KeySet struct {
 	start int                 // the object's first key in its owner's slice
 	index map[string]struct{} // all its keys once it has more than maxLinearKeys, else nil
 }
 
-// add adds key to the set, whose keys are keys[k.start:], and returns keys
+// Add adds key to the set, whose keys are keys[k.start:], and returns keys
 // with key appended when it is kept there, and whether it was in the set
 // already. Like append, add may reuse the array of keys. key must not change
 // while the set is in use.
-func (k *keySet) add(keys [][]byte, key []byte) ([][]byte, bool) {
+func (k *KeySet) Add(keys [][]byte, key []byte) ([][]byte, bool) {
 	if k.index != nil {
 		if _, dup := k.index[string(key)]; dup {
 			return keys, true
@@ -361,7 +369,7 @@ func (s *keyScanner) checkNumber(lit []byte) {
 }
 
 // misspeltReason is the refusal of a key that spells a field another way.
-const misspeltReason = reasonSpelling + "lower case (snake_case), no surrounding space, no full-width or other compatibility forms, no invisible characters"
+const misspeltReason = ReasonSpelling + "lower case (snake_case), no surrounding space, no full-width or other compatibility forms, no invisible characters"
 
 // misspelling returns the known name that key, not itself one of known,
 // reads as: one it equals but for case (as encoding/json matches names), or

@@ -1,4 +1,4 @@
-package engine
+package envelope
 
 // The spellings of a delete that canonicalisation sees through beyond the
 // alias table: inflections and nouns, words run together or split apart,
