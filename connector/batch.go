@@ -14,12 +14,12 @@ const BatchPath = "/v1/gateway/tool-calls"
 // batchRequest is the body of POST /v1/gateway/tool-calls
 // (gateway-batch-contract.md). Unknown top-level members are refused.
 type batchRequest struct {
-	Model          *string         `json:"model"`
-	RequestData    *requestData    `json:"request_data"`
-	SessionHints   *batchHints     `json:"session_hints"`
-	Deployment     *Deployment     `json:"deployment"`
-	HoldWait       *json.Number    `json:"hold_wait_seconds"`
-	ToolCalls      []*wireToolCall `json:"tool_calls"`
+	Model        *string         `json:"model"`
+	RequestData  *requestData    `json:"request_data"`
+	SessionHints *batchHints     `json:"session_hints"`
+	Deployment   *Deployment     `json:"deployment"`
+	HoldWait     *json.Number    `json:"hold_wait_seconds"`
+	ToolCalls    []*wireToolCall `json:"tool_calls"`
 }
 
 type batchHints struct {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/svc-dev/svc/connector/internal/strictjson"
-	envelope "github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Classification is what a tool call reads as: the envelope fields the
@@ -20,7 +20,7 @@ import (
 type Classification struct {
 	Tool   string // canonical tool name
 	Verb   string
-	Axes   Axes
+	Axes   envelope.Axes
 	Count  int64
 	Kind   string
 	Ref    string
@@ -51,7 +51,7 @@ var verbAxes = map[string]struct{ rev, ext, minBlast string }{
 
 // cautious is the reading of a call the connector cannot read: execute,
 // irreversible, broad, outbound — held in production by the bundled pack.
-var cautious = Axes{Reversibility: "irreversible", BlastRadius: "broad", Externality: "outbound"}
+var cautious = envelope.Axes{Reversibility: "irreversible", BlastRadius: "broad", Externality: "outbound"}
 
 // Argument names the built-in reading looks at (canonical form).
 var (
@@ -93,7 +93,7 @@ func Classify(tm *ToolMap, name, arguments string) Classification {
 	}
 	va := verbAxes[verb]
 	c.Verb, c.By = verb, "builtin"
-	c.Axes = Axes{Reversibility: va.rev, Externality: va.ext, BlastRadius: maxBlast(va.minBlast, blastOf(c.Count))}
+	c.Axes = envelope.Axes{Reversibility: va.rev, Externality: va.ext, BlastRadius: maxBlast(va.minBlast, blastOf(c.Count))}
 	if verb == "delete" && hasAny(params, filterArgs) && c.Count == 1 && !hasAny(params, countArgs) {
 		c.Axes.BlastRadius = maxBlast(c.Axes.BlastRadius, "broad") // a filter of unknown extent
 	}
@@ -101,12 +101,8 @@ func Classify(tm *ToolMap, name, arguments string) Classification {
 }
 
 // readVerb is the engine's canonical verb of a tool name, and whether a
-// word of the name explains it: an unexplained name reads as update when
-// reversible and delete when irreversible, so the two readings differ.
-func readVerb(tool string) (string, bool) {
-	reversible := envelope.CanonicalVerb(tool, "", "reversible")
-	return reversible, reversible == envelope.CanonicalVerb(tool, "", "irreversible")
-}
+// word of the name explains it.
+func readVerb(tool string) (string, bool) { return envelope.VerbOf(tool) }
 
 // CanonicalTool canonicalises a tool name like a verb: Unicode cleaned and
 // folded, diacritics and look-alike letters mapped, words split at
@@ -309,13 +305,10 @@ func maxBlast(a, b string) string {
 	return a
 }
 
-var envRank = map[string]int{"dev": 0, "staging": 1, "production": 2}
-
 // riskierEnv is the riskier of two canonical environments ("" is none).
 func riskierEnv(a, b string) string {
-	if b != "" && envRank[b] > envRank[a] {
+	if a == "" || b != "" && slices.Index(envelope.Environments, b) < slices.Index(envelope.Environments, a) {
 		return b
 	}
 	return a
 }
-

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/connector/internal/strictjson"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Decider asks the engine. HTTPDecider is the one in production; tests and a
@@ -22,7 +22,7 @@ type Decider interface {
 	// Decide posts an envelope to /v1/decide. A Decision is returned for
 	// every answer that carries one (200, and the engine's 400 and 500
 	// denies); err is set when there is no decision to act on.
-	Decide(ctx context.Context, env *Envelope) (Decision, error)
+	Decide(ctx context.Context, env *envelope.Envelope) (Decision, error)
 	// AwaitHold reads a hold, waiting up to wait for it to leave pending.
 	AwaitHold(ctx context.Context, holdID string, wait time.Duration) (Hold, error)
 }
@@ -95,10 +95,10 @@ func NewHTTPDecider(base *url.URL, token string, verifyTLS bool, timeout time.Du
 func (d *HTTPDecider) Close() { d.client.CloseIdleConnections() }
 
 // Decide implements Decider.
-func (d *HTTPDecider) Decide(ctx context.Context, env *Envelope) (Decision, error) {
-	body, err := json.Marshal(env)
+func (d *HTTPDecider) Decide(ctx context.Context, env *envelope.Envelope) (Decision, error) {
+	body, err := env.MarshalWire()
 	if err != nil {
-		return Decision{}, fmt.Errorf("encode envelope: %w", err)
+		return Decision{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()

@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -9,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/svc-dev/svc/connector/tenancy"
-	envelope "github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Modes of the connector (SVC_MODE).
@@ -74,7 +75,7 @@ func NewGovernor(c GovernorConfig) *Governor {
 // call is one tool call on its way through Govern.
 type call struct {
 	tc      ToolCall
-	env     *Envelope
+	env     *envelope.Envelope
 	out     Outcome
 	hold    string
 	started time.Time
@@ -136,7 +137,7 @@ func (g *Governor) decideOne(ctx context.Context, req Request, t *tenancy.Tenant
 	c.out.classifiedBy = cl.By
 	d, err := g.decider.Decide(ctx, c.env)
 	if err != nil {
-		g.engineFault(c, err)
+		g.decideFault(c, err)
 		return
 	}
 	c.out = g.fromDecision(c.tc, d)
@@ -147,24 +148,25 @@ func (g *Governor) decideOne(ctx context.Context, req Request, t *tenancy.Tenant
 }
 
 // envelope builds the Action Envelope of a classified call.
-func (g *Governor) envelope(req Request, t *tenancy.Tenant, session string, tc ToolCall, cl Classification) *Envelope {
+func (g *Governor) envelope(req Request, t *tenancy.Tenant, session string, tc ToolCall, cl Classification) *envelope.Envelope {
 	model := req.Model
 	if model == "" {
 		model = "unknown"
 	}
 	ctx := map[string]any{"model": req.Model, "tool": tc.Name, "tool_call_id": tc.ID, "classified_by": cl.By,
-		"transport": req.Transport, "mode": g.mode}
+		"transport": req.Transport}
 	if req.Session.CallID != "" {
 		ctx["gateway_call_id"] = req.Session.CallID
 	}
-	return &Envelope{
-		Agent:     Agent{ID: "gateway:" + t.Org + "/" + model, OnBehalfOf: t.Principal, SessionID: session},
-		Action:    Action{Namespace: "gateway", Verb: cl.Verb, Ability: "gateway/" + cl.Tool},
-		Target:    Target{Kind: cl.Kind, Ref: cl.Ref, Environment: riskierEnv(canonicalEnv(t.Environment), cl.Env)},
+	return &envelope.Envelope{
+		Agent:     envelope.Agent{ID: "gateway:" + t.Org + "/" + model, OnBehalfOf: t.Principal, SessionID: session},
+		Action:    envelope.Action{Namespace: "gateway", Verb: cl.Verb, Ability: "gateway/" + cl.Tool},
+		Target:    envelope.Target{Kind: cl.Kind, Ref: cl.Ref, Environment: riskierEnv(envelope.CanonicalEnvironment(t.Environment), cl.Env)},
 		Params:    cl.Params,
-		Magnitude: Magnitude{Count: max(cl.Count, 1)},
+		Magnitude: envelope.Magnitude{Count: max(cl.Count, 1)},
 		Axes:      cl.Axes,
 		Context:   ctx,
+		Mode:      g.mode,
 	}
 }
 
@@ -206,8 +208,7 @@ func (g *Governor) awaitOne(ctx context.Context, c *call, wait time.Duration) {
 	hd, prev := holdDecision(h), c.out
 	switch h.Status {
 	case HoldApproved:
-		id := c.hold
-		c.env.Approval = Approval{Present: true, HoldID: &id}
+		c.env.Approval = envelope.Approval{Present: true, HoldID: c.hold}
 		d, err := g.decider.Decide(ctx, c.env)
 		if err != nil {
 			g.engineFault(c, err)
@@ -266,6 +267,22 @@ func (g *Governor) fromDecision(tc ToolCall, d Decision) Outcome {
 	return o
 }
 
+// decideFault refuses a call that could not be decided: an envelope the
+// engine would refuse (an argument holding a number a double cannot hold,
+// a string too long) is denied naming the field; any other fault fails
+// closed.
+func (g *Governor) decideFault(c *call, err error) {
+	var inv *envelope.InvalidEnvelope
+	if !errors.As(err, &inv) {
+		g.engineFault(c, err)
+		return
+	}
+	by := c.out.classifiedBy
+	c.out = g.refuse(c.tc, OutcomeDeny, ErrDenied, ruleInvalidRequest,
+		fmt.Sprintf("the tool call cannot be put to the engine: %s %s", inv.Field, inv.Reason), "")
+	c.out.classifiedBy = by
+}
+
 // engineFault refuses a call the engine could not decide.
 func (g *Governor) engineFault(c *call, err error) {
 	g.log.Error().Err(err).Str("tool", c.tc.Name).Msg("engine fault; tool call refused (fail closed)")
@@ -322,5 +339,3 @@ func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *te
 	}
 	return res
 }
-
-func canonicalEnv(s string) string { return envelope.CanonicalEnvironment(s) }

@@ -1,8 +1,7 @@
 package connector
 
 import (
-
-	envelope "github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // redactedHeader is the value LiteLLM gives a client header that is not

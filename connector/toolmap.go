@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/svc-dev/svc/connector/internal/strictjson"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // ToolMap is the operator's tool map (SVC_GATEWAY_TOOL_MAP_FILE): how named
@@ -41,22 +42,23 @@ type toolMapFile struct {
 
 var (
 	canonicalPattern = regexp.MustCompile(`^[a-z0-9_*?]+$`)
-	canonicalVerbs   = []string{"read", "create", "update", "delete", "execute", "transact", "emit"}
-	reversibilities  = []string{"reversible", "recoverable", "irreversible"}
-	blastRadii       = []string{"single", "scoped", "broad", "systemic"}
-	externalities    = []string{"internal", "outbound", "physical"}
 )
 
 // LoadToolMap reads and validates the tool map at path; "" is no map.
 func LoadToolMap(path string) (*ToolMap, error) {
-	tm := &ToolMap{exact: map[string]*ToolEntry{}}
 	if path == "" {
-		return tm, nil
+		return &ToolMap{exact: map[string]*ToolEntry{}}, nil
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return parseToolMap(raw)
+}
+
+// parseToolMap reads and validates a tool map document.
+func parseToolMap(raw []byte) (*ToolMap, error) {
+	tm := &ToolMap{exact: map[string]*ToolEntry{}}
 	var f toolMapFile
 	if err := strictjson.Decode(raw, &f, true); err != nil {
 		return nil, err
@@ -96,8 +98,8 @@ func (e *ToolEntry) validate() error {
 		name, value string
 		allowed     []string
 	}{
-		{"verb", e.Verb, canonicalVerbs}, {"reversibility", e.Reversibility, reversibilities},
-		{"blast_radius", e.BlastRadius, blastRadii}, {"externality", e.Externality, externalities},
+		{"verb", e.Verb, envelope.Verbs}, {"reversibility", e.Reversibility, envelope.Reversibilities},
+		{"blast_radius", e.BlastRadius, envelope.BlastRadii}, {"externality", e.Externality, envelope.Externalities},
 	} {
 		if f.value != "" && !slices.Contains(f.allowed, f.value) {
 			return fmt.Errorf("%s: must be one of %v, got %q", f.name, f.allowed, f.value)
@@ -152,7 +154,7 @@ func (e *ToolEntry) apply(c *Classification, params map[string]any) {
 	}
 	c.Kind = e.TargetKind
 	va := verbAxes[c.Verb]
-	c.Axes = Axes{
+	c.Axes = envelope.Axes{
 		Reversibility: or(e.Reversibility, va.rev),
 		Externality:   or(e.Externality, va.ext),
 		BlastRadius:   or(e.BlastRadius, maxBlast(va.minBlast, blastOf(c.Count))),

@@ -142,4 +142,6 @@ type RefusalList struct {
 
 // Blocked reports whether the request is refused as a whole: some call is
 // refused and the connector enforces.
-func (r *Result) Blocked() bool { return r.RefusalPayload != nil && len(r.Outcomes) > 0 && r.Outcomes[0].Enforced }
+func (r *Result) Blocked() bool {
+	return r.RefusalPayload != nil && len(r.Outcomes) > 0 && r.Outcomes[0].Enforced
+}

@@ -43,7 +43,7 @@ func Decode(raw []byte, v any, known bool) error {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		return typeError(err)
+		return withPath(raw, typeError(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Reason: "must be exactly one JSON value"}
@@ -77,12 +77,32 @@ func article(kind string) string {
 	return "a " + kind
 }
 
+// withPath completes the field of an unknown member, which encoding/json
+// names without its path, with the path of its first occurrence.
+func withPath(raw []byte, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != "unknown member" || strings.Contains(e.Field, ".") {
+		return err
+	}
+	found := ""
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	_ = walk(dec, "", func(member string) {
+		if found == "" && (member == e.Field || strings.HasSuffix(member, "."+e.Field)) {
+			found = member
+		}
+	})
+	if found != "" {
+		e.Field = found
+	}
+	return e
+}
+
 // CheckDuplicates refuses a document in which an object names a member
 // twice, or which is not one well-formed JSON value.
 func CheckDuplicates(raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	if err := walk(dec, ""); err != nil {
+	if err := walk(dec, "", func(string) {}); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -91,8 +111,9 @@ func CheckDuplicates(raw []byte) error {
 	return nil
 }
 
-// walk reads one value from dec, checking the objects inside it.
-func walk(dec *json.Decoder, path string) error {
+// walk reads one value from dec, checking the objects inside it and
+// calling visit with the path of each member.
+func walk(dec *json.Decoder, path string, visit func(member string)) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return &Error{Field: path, Reason: "not well-formed JSON"}
@@ -111,14 +132,15 @@ func walk(dec *json.Decoder, path string) error {
 				return &Error{Field: member, Reason: "duplicate key (keys must be unique)"}
 			}
 			seen[name] = true
-			if err := walk(dec, member); err != nil {
+			visit(member)
+			if err := walk(dec, member, visit); err != nil {
 				return err
 			}
 		}
 		_, err = dec.Token()
 	case json.Delim('['):
 		for dec.More() {
-			if err := walk(dec, path+"[]"); err != nil {
+			if err := walk(dec, path+"[]", visit); err != nil {
 				return err
 			}
 		}
