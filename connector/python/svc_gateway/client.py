@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from typing import Any
 
 import httpx
@@ -31,7 +32,7 @@ class ConnectorClient:
 
     async def decide(self, body: dict[str, Any], calls: list[ToolCall]) -> list[Verdict]:
         """Verdicts for ``calls`` (sent as ``body``), in order; never raises except on cancellation."""
-        deadline = self._settings.decision_deadline(len(calls))
+        deadline = self._settings.decision_deadline()
         try:
             async with asyncio.timeout(deadline):
                 response = await self._post(body, deadline)
@@ -62,9 +63,17 @@ class ConnectorClient:
         # An httpx pool is bound to the event loop that opened its connections.
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop or self._client.is_closed:
-            self._client = httpx.AsyncClient(headers={"user-agent": USER_AGENT}, follow_redirects=False)
+            # trust_env off: the proxy's HTTP(S)_PROXY is for model providers, never for the connector.
+            self._client = httpx.AsyncClient(
+                headers={"user-agent": USER_AGENT}, follow_redirects=False, trust_env=False, verify=self._verify()
+            )
             self._loop = loop
         return self._client
+
+    def _verify(self) -> ssl.SSLContext | bool:
+        if self._settings.ca_file is None:
+            return True
+        return ssl.create_default_context(cafile=self._settings.ca_file)
 
     @staticmethod
     def _verdicts(response: httpx.Response, calls: list[ToolCall]) -> list[Verdict]:

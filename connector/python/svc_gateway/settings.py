@@ -7,12 +7,14 @@ refuses to start instead of running a guardrail that cannot decide.
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass
 from typing import Any, Mapping, MutableMapping
 from urllib.parse import urlsplit
 
 ENV_CONNECTOR_URL = "SVC_CONNECTOR_URL"
 ENV_CONNECTOR_TOKEN = "SVC_CONNECTOR_TOKEN"
+ENV_CONNECTOR_CA_FILE = "SVC_CONNECTOR_CA_FILE"
 BATCH_ROUTE = "/v1/gateway/tool-calls"
 
 DEFAULT_HOLD_WAIT = 30
@@ -49,10 +51,12 @@ class Settings:
     session_header: str
     static_session: str | None
     timeout_margin: float
+    ca_file: str | None = None
 
-    def decision_deadline(self, calls: int) -> float:
-        """Seconds the whole batch call may take: each call may wait out a hold, plus a margin."""
-        return self.hold_wait * max(1, calls) + self.timeout_margin
+    def decision_deadline(self) -> float:
+        """Seconds the whole batch call may take: the connector waits on all of an answer's holds
+        within one hold wait, then needs a margin for the engine round trips and the ledger."""
+        return self.hold_wait + self.timeout_margin
 
 
 def pop_settings(params: MutableMapping[str, Any], environ: Mapping[str, str]) -> Settings:
@@ -77,6 +81,7 @@ def pop_settings(params: MutableMapping[str, Any], environ: Mapping[str, str]) -
         session_header=_session_header(params.pop(PARAM_SESSION_HEADER, None)),
         static_session=_static_session(params.pop(PARAM_SESSION, None), params.get("additional_provider_specific_params")),
         timeout_margin=_margin(params.pop(PARAM_TIMEOUT_MARGIN, None)),
+        ca_file=_ca_file(environ.get(ENV_CONNECTOR_CA_FILE)),
     )
 
 
@@ -99,6 +104,16 @@ def _route_url(value: str | None, env: str) -> str:
     if parts.query or parts.fragment:
         raise ValueError(f"svc_gateway: {env} must not carry a query or fragment")
     return value.strip().rstrip("/") + BATCH_ROUTE
+
+
+def _ca_file(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        ssl.create_default_context(cafile=value)
+    except (OSError, ssl.SSLError) as err:
+        raise ValueError(f"svc_gateway: {ENV_CONNECTOR_CA_FILE} is not a readable PEM CA bundle ({type(err).__name__})") from None
+    return value
 
 
 def _token(value: str | None, env: str) -> str:
