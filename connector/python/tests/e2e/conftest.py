@@ -17,8 +17,8 @@ import pytest
 from svc_e2e.connector import CONNECTOR_TOKEN, Connector, DeadPort, start_connector
 from svc_e2e.engine import Engine, build_svc, start_engine
 from svc_e2e.proxy import Proxy, action_guardrail, generic_guardrail, start_proxy
-from svc_e2e.topology import (HOLD_WAIT, KEYS, P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P2_DOWN_MODEL,
-                              P2_MODEL, PLAIN_MODEL, Stack)
+from svc_e2e.topology import (HOLD_WAIT, KEYS, P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P1_PRE_CALL_MODEL,
+                              P2_DOWN_MODEL, P2_MODEL, PLAIN_MODEL, Stack)
 from svc_e2e.upstream import FakeModel
 
 @pytest.fixture(scope="session")
@@ -56,9 +56,10 @@ def proxy_path1(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Itera
         generic_guardrail("svc-p1", stack.connector.url),
         generic_guardrail("svc-p1-nowait", stack.connector_nowait.url),
         generic_guardrail("svc-p1-engine-down", stack.connector_engine_down.url),
+        generic_guardrail("svc-p1-pre", stack.connector.url, mode=["pre_call", "post_call"]),
     ]
     models = {P1_MODEL: ["svc-p1"], P1_NOWAIT_MODEL: ["svc-p1-nowait"],
-              P1_ENGINE_DOWN_MODEL: ["svc-p1-engine-down"], PLAIN_MODEL: []}
+              P1_ENGINE_DOWN_MODEL: ["svc-p1-engine-down"], P1_PRE_CALL_MODEL: ["svc-p1-pre"], PLAIN_MODEL: []}
     proxy = start_proxy(tmp_path_factory.mktemp("proxy-path1"), stack.model.api_base, guardrails, KEYS,
                         env={"SVC_CONNECTOR_TOKEN": CONNECTOR_TOKEN}, models=models)
     try:

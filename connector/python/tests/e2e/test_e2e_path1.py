@@ -19,8 +19,8 @@ from svc_e2e.cases import WAIT_FOR_HOLD, mass_delete, pending_hold_for, read_cal
 from svc_e2e.cases import ask as ask_url
 from svc_e2e.client import error_message, raw_stream, refused, unique
 from svc_e2e.proxy import Proxy
-from svc_e2e.topology import (P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, PROD_KEY, STAGING_KEY, UNMAPPED_KEY,
-                              Stack)
+from svc_e2e.topology import (P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P1_PRE_CALL_MODEL, PROD_KEY,
+                              STAGING_KEY, UNMAPPED_KEY, Stack)
 from svc_e2e.upstream import Scenario
 
 
@@ -50,6 +50,16 @@ def test_allowed_read_passes(stack: Stack, proxy_path1: Proxy) -> None:
     after = stack.connector.counters()
     assert after["allowed"] == before["allowed"] + 1
     assert after["tool_calls_decided"] == before["tool_calls_decided"] + 1
+
+
+def test_pre_call_is_counted_and_governs_nothing(stack: Stack, proxy_path1: Proxy) -> None:
+    before = stack.connector.counters()
+    resp = ask(proxy_path1, PROD_KEY.key, P1_PRE_CALL_MODEL, Scenario((read_call(),)))
+    assert [c.function.name for c in resp.choices[0].message.tool_calls] == ["crm_get_customer"]
+    after = stack.connector.counters()
+    assert after["pre_call_requests"] == before["pre_call_requests"] + 1
+    assert after["responses_seen"] == before["responses_seen"] + 1
+    assert after["allowed"] == before["allowed"] + 1
 
 
 def test_production_mass_delete_refused_with_the_refusal_payload(stack: Stack, proxy_path1: Proxy) -> None:
@@ -151,17 +161,21 @@ def test_hold_wait_zero_refuses_naming_the_hold_then_releases_once(stack: Stack,
 
 
 def test_streamed_denied_call_reaches_the_client_before_the_error(stack: Stack, proxy_path1: Proxy) -> None:
-    """What a client sees with stream: true on path 1 (docs/gateway.md): the status is 200 and the denied
-    call's frames, name and arguments, arrive; the guardrail runs on the assembled answer at the end of the
-    stream and its refusal comes as a final SSE error frame; no finish_reason tool_calls frame follows."""
+    """What a client sees with stream: true on path 1 (docs/gateway-e2e.md): HTTP 200; every frame of the
+    model, the denied call's name and complete arguments and the `finish_reason: tool_calls` frame included;
+    then, once the guardrail judged the assembled answer, one SSE error frame carrying svc's refusal, last,
+    with no `[DONE]` after it."""
     call = mass_delete()
     stream = raw_stream(proxy_path1.url, PROD_KEY.key, P1_MODEL, Scenario((call,)))
     assert stream.status == 200
     assert b"db_delete_records" in stream.raw
+    assert call.arguments["marker"].encode() in stream.raw  # type: ignore[index]
     events = stream.events()
-    errors = [e for e in events if isinstance(e, dict) and "error" in e]
-    assert len(errors) == 1, events
-    message = errors[0]["error"]["message"]
+    assert "[DONE]" not in events
+    errors = [i for i, e in enumerate(events) if isinstance(e, dict) and "error" in e]
+    assert errors == [len(events) - 1], events
+    finishes = [c.get("finish_reason") for e in events[:-1] for c in e.get("choices") or [] if c.get("finish_reason")]
+    assert finishes == ["tool_calls"]
+    message = events[-1]["error"]["message"]
     assert "[rule=svc.policy/irreversible_systemic_prod]" in message
     assert [e["tool"] for e in refused(message)] == ["db_delete_records"]
-    assert events.index(errors[0]) == len([e for e in events if e != "[DONE]"]) - 1  # the error is last

@@ -20,6 +20,7 @@ KEYS = (PROD_KEY, STAGING_KEY, UNMAPPED_KEY)
 
 # Models of the path-1 proxy, each with its guardrail, and the unguarded baseline.
 P1_MODEL, P1_NOWAIT_MODEL, P1_ENGINE_DOWN_MODEL = "gpt-p1", "gpt-p1-nowait", "gpt-p1-engine-down"
+P1_PRE_CALL_MODEL = "gpt-p1-pre-and-post"  # its guardrail runs pre_call and post_call
 PLAIN_MODEL = "gpt-plain"
 # Models of the path-2 proxy.
 P2_MODEL, P2_DOWN_MODEL = "gpt-p2", "gpt-p2-connector-down"
