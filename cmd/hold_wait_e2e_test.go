@@ -125,3 +125,42 @@ func TestHoldWaitAuthAndBadWait(t *testing.T) {
 		assert.Contains(t, r.str("reason"), "from 0 to 300", q)
 	}
 }
+
+// A retried action reuses its live hold: the retry names the same hold with
+// hold_reused, through the approval, until the approval is spent; then the
+// next retry raises a new hold. Waiting and re-submitting work as for the
+// first answer, and the audit log has one creation line per hold.
+func TestRetryReusesItsHold(t *testing.T) {
+	p, env := holdsEngine(t, nil)
+	retry := func() response {
+		r := p.decide(t, heldEnvelope(map[string]any{"agent.session_id": "retry"}))
+		require.Equal(t, "require_approval", r.str("decision"), "%v", r.Body)
+		return r
+	}
+	id, _ := raiseHold(t, p, nil)
+	again := retry()
+	assert.Equal(t, id, again.str("hold_id"))
+	assert.Equal(t, true, again.Body["hold_reused"])
+	require.Equal(t, 200, resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"}).Status)
+	r, _ := waitHold(t, p, p.token, again.str("hold_id"), 120)
+	assert.Equal(t, "approved", r.str("status"))
+	assert.Equal(t, id, retry().str("hold_id"), "an approved hold not yet redeemed is found")
+	assert.Equal(t, "allow", p.decide(t, resubmission(id, nil)).str("decision"))
+	assert.Equal(t, "svc_hold_consumed", p.decide(t, resubmission(id, nil)).str("reason"))
+	fresh := retry()
+	assert.NotEqual(t, id, fresh.str("hold_id"))
+	assert.Nil(t, fresh.Body["hold_reused"])
+
+	p.stop(t)
+	created := map[any]int{}
+	for _, rec := range auditLines(t, env["SVC_AUDIT_LOG"]) {
+		if rec["event"] == "hold_resolution" && rec["status"] == "pending" {
+			created[rec["hold_id"]]++
+		}
+		if rec["event"] == "decision" && rec["decision_id"] == again.str("decision_id") {
+			assert.Equal(t, id, rec["hold_id"])
+			assert.Equal(t, true, rec["hold_reused"])
+		}
+	}
+	assert.Equal(t, map[any]int{id: 1, fresh.str("hold_id"): 1}, created)
+}

@@ -51,6 +51,7 @@ type Decision struct {
 	Modulation       any      `json:"modulation"`
 	DecisionID       string   `json:"decision_id"`
 	HoldID           string   `json:"hold_id,omitempty"`
+	HoldReused       bool     `json:"hold_reused,omitempty"`
 	ExpiresTS        string   `json:"expires_ts,omitempty"`
 	ParentDecisionID string   `json:"parent_decision_id,omitempty"`
 	EnvelopeHash     string   `json:"envelope_hash,omitempty"`

@@ -28,6 +28,7 @@ type DecisionEvent struct {
 	DecisionID        string        `json:"decision_id"`
 	EnvelopeHash      string        `json:"envelope_hash"`
 	HoldID            string        `json:"hold_id,omitempty"`
+	HoldReused        bool          `json:"hold_reused,omitempty"`
 	ParentDecisionID  string        `json:"parent_decision_id,omitempty"`
 	Traceparent       string        `json:"traceparent,omitempty"`
 	Gate              string        `json:"gate,omitempty"`

@@ -21,7 +21,7 @@ func (e *Engine) decisionEvent(env *envelope.Envelope, req Request, out *outcome
 		Environment: env.Target.Environment, RawEnvironment: env.Target.RawEnvironment,
 		Mode: env.Mode, DecisionLatencyMS: latency, SvcVersion: e.cfg.Version, EpochMS: now.UnixMilli(),
 		DecisionID: out.DecisionID, EnvelopeHash: out.EnvelopeHash,
-		HoldID: out.HoldID, ParentDecisionID: out.ParentDecisionID,
+		HoldID: out.HoldID, HoldReused: out.HoldReused, ParentDecisionID: out.ParentDecisionID,
 		Traceparent: env.Traceparent(), Gate: req.Gate,
 	}
 }

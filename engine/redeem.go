@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -65,6 +68,23 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 		return ReasonHoldActorMismatch, "the hold was raised through another gate"
 	}
 	return "", ""
+}
+
+// HoldBinding is the key of what a hold is bound to, under which a
+// require_approval reuses it (Holds.Reusable): sha256 hex of the envelope
+// hash, the params hash, the folded agent.id and agent.on_behalf_of and the
+// gate, the values a re-submission must match to redeem it (binding). A
+// hold without envelope, or raised before svc recorded gates, has none
+// (""), and is never reused.
+func HoldBinding(h *Hold) string {
+	if h.Envelope == nil || h.Gate == nil {
+		return ""
+	}
+	a := h.Envelope.Agent
+	key, _ := json.Marshal([]string{h.EnvelopeHash, h.ParamsHash, envelope.Fold(a.ID), envelope.Fold(a.OnBehalfOf),
+		*h.Gate}) // strings always marshal
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:])
 }
 
 func statusRefusal(status string) (string, string) {

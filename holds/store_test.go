@@ -320,7 +320,7 @@ func TestMigrateIdempotentBesideLedger(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM holds_migrations`).Scan(&n))
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	require.NoError(t, err)
-	require.Len(t, names, 3)
+	require.Len(t, names, 4)
 	require.Equal(t, len(names), n, "each migration once")
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM holds_cursor_key`).Scan(&n))
 	require.Equal(t, 1, n, "one cursor key, drawn once")
