@@ -14,12 +14,19 @@ from typing import Iterator
 
 import pytest
 
+from svc_e2e.cases import ask
 from svc_e2e.connector import CONNECTOR_TOKEN, Connector, DeadPort, start_connector
 from svc_e2e.engine import Engine, build_svc, start_engine
 from svc_e2e.proxy import Proxy, action_guardrail, generic_guardrail, start_proxy
 from svc_e2e.topology import (HOLD_WAIT, KEYS, P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P1_PRE_CALL_MODEL,
                               P2_DOWN_MODEL, P2_MODEL, PLAIN_MODEL, Stack)
-from svc_e2e.upstream import FakeModel
+from svc_e2e.upstream import FakeModel, Scenario
+
+def warm_up(proxy: Proxy) -> None:
+    """One request through the unguarded model, so that the proxy's first-request costs (imports, client
+    set-up) do not fall into a test's timing."""
+    ask(proxy.url, KEYS[0].key, PLAIN_MODEL, Scenario(content="warm up"))
+
 
 @pytest.fixture(scope="session")
 def svc_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -63,6 +70,7 @@ def proxy_path1(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Itera
     proxy = start_proxy(tmp_path_factory.mktemp("proxy-path1"), stack.model.api_base, guardrails, KEYS,
                         env={"SVC_CONNECTOR_TOKEN": CONNECTOR_TOKEN}, models=models)
     try:
+        warm_up(proxy)
         yield proxy
     finally:
         proxy.stop()
@@ -81,6 +89,7 @@ def proxy_path2(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Itera
     proxy = start_proxy(tmp_path_factory.mktemp("proxy-path2"), stack.model.api_base, guardrails, KEYS,
                         env=env, models=models)
     try:
+        warm_up(proxy)
         yield proxy
     finally:
         proxy.stop()

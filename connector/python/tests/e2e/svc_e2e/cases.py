@@ -9,7 +9,7 @@ from .client import openai_client, unique
 from .engine import Engine
 from .upstream import Scenario, ToolCall
 
-WAIT_FOR_HOLD = 15.0
+WAIT_FOR_HOLD = 90.0  # a loaded 2-core machine can take seconds to pass a request through the proxy
 
 
 def read_call(call_id: str | None = None) -> ToolCall:
