@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -17,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svc-dev/svc/connector"
-	"github.com/svc-dev/svc/connector/ledger"
+	gwledger "github.com/svc-dev/svc/connector/ledger"
 	"github.com/svc-dev/svc/connector/tenancy"
 	"github.com/svc-dev/svc/metrics"
 )
@@ -61,7 +59,7 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)}
 	}
-	led, err := ledger.Open(ctx, cfg.LedgerPath)
+	led, err := gwledger.Open(ctx, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -76,31 +74,16 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 		}
 		log.Info().Int("orgs", tm.Status().Orgs).Msg("tenancy map reloaded")
 	})
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)}
-	}
+	// No WriteTimeout: a gateway request may wait SVC_GATEWAY_HOLD_WAIT on a hold.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	log.Info().Str("addr", ln.Addr().String()).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
-		Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
-	select {
-	case err = <-served:
-		return &exitError{code: 1, err: fmt.Errorf("serve: %w", err)}
-	case <-ctx.Done():
-	}
-	log.Info().Msg("svc connector shutting down: finishing requests in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error().Err(err).Msg("shutdown incomplete")
-	}
-	return nil
+	return serveUntilDone(ctx, cfg.Host, cfg.Port, hs, func(addr string) {
+		log.Info().Str("addr", addr).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
+			Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
+	}, log, "svc connector shutting down: finishing requests in flight")
 }
 
 // buildConnector wires the governor and the HTTP side.
-func buildConnector(cfg ConnectorConfig, tools *connector.ToolMap, tm *tenancy.Source, led *ledger.Ledger,
+func buildConnector(cfg ConnectorConfig, tools *connector.ToolMap, tm *tenancy.Source, led *gwledger.Ledger,
 	log zerolog.Logger) (*connector.Server, *connector.HTTPDecider) {
 	counters := &connector.Counters{}
 	m := metrics.NewConnector(connector.CounterNames, counters.Snapshot)
@@ -152,7 +135,7 @@ func newConnectorLedgerCommand() *cobra.Command {
 			if connector.InMemory(path) {
 				return &exitError{code: 2, err: errors.New("SVC_GATEWAY_LEDGER_PATH: must name the ledger file of the connector")}
 			}
-			led, err := ledger.Open(c.Context(), path)
+			led, err := gwledger.Open(c.Context(), path, true)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/svc-dev/svc/connector"
+	"github.com/svc-dev/svc/ledger"
 )
 
 // maxHoldWait bounds SVC_GATEWAY_HOLD_WAIT; LiteLLM's own guardrail
@@ -26,7 +27,12 @@ var connectorDefaults = map[string]any{
 	"connector_allow_anonymous": "false", "core_url": "", "core_token": "", "verify_ssl": "true",
 	"client_timeout": "30", "gateway_tenancy_map_file": "", "gateway_tool_map_file": "",
 	"gateway_hold_wait": "30", "gateway_ledger_path": "", "mode": connector.ModeEnforce, "log_level": "info",
+	"durability": string(ledger.DurabilityFull),
 }
+
+// ledgerDurabilityFull is the durability under which the gateway ledger
+// syncs each commit to disk before the answer.
+const ledgerDurabilityFull = ledger.DurabilityFull
 
 // ConnectorConfig is the typed, validated configuration of `svc connector`.
 type ConnectorConfig struct {
@@ -42,6 +48,7 @@ type ConnectorConfig struct {
 	ToolMapFile    string
 	HoldWait       time.Duration
 	LedgerPath     string
+	Durability     ledger.Durability // full: each ledger commit synced before the answer; os: written to the OS
 	Mode           string
 	LogLevel       string
 }
@@ -62,6 +69,7 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 		ToolMapFile:    p.str("gateway_tool_map_file"),
 		HoldWait:       p.seconds("gateway_hold_wait", 0, maxHoldWait),
 		LedgerPath:     p.str("gateway_ledger_path"),
+		Durability:     p.durability(),
 		Mode:           strings.ToLower(p.str("mode")),
 		LogLevel:       p.str("log_level"),
 	}

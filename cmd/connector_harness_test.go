@@ -61,7 +61,7 @@ func countingProxy(t *testing.T, target string) (string, *atomic.Int64) {
 }
 
 // testdataFile copies a file of connector/testdata into the test's temp dir.
-func testdataFile(t *testing.T, name string) string {
+func testdataFile(t testing.TB, name string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "connector", "testdata", name))
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func testdataFile(t *testing.T, name string) string {
 }
 
 // connectorEnv is the environment of a connector in front of coreURL.
-func connectorEnv(t *testing.T, coreURL string) map[string]string {
+func connectorEnv(t testing.TB, coreURL string) map[string]string {
 	return map[string]string{
 		"SVC_CONNECTOR_PORT":           "0",
 		"SVC_CORE_URL":                 coreURL,
@@ -85,7 +85,7 @@ func connectorEnv(t *testing.T, coreURL string) map[string]string {
 }
 
 // startConnector runs `svc connector` with env and waits until it serves.
-func startConnector(t *testing.T, env map[string]string) *engineProc {
+func startConnector(t testing.TB, env map[string]string) *engineProc {
 	t.Helper()
 	p, err := launchCommand(env, "svc connector serving", "connector")
 	require.NoError(t, err)

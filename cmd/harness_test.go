@@ -62,7 +62,7 @@ type engineProc struct {
 // TMPDIR in a short directory of its own (the OPA socket's path must stay
 // under 108 bytes), so the pack and socket directories of an engine the
 // test kills with SIGKILL are removed with the test.
-func baseEnv(t *testing.T) map[string]string {
+func baseEnv(t testing.TB) map[string]string {
 	dir := t.TempDir()
 	tmp, err := os.MkdirTemp("", "svc-e2e-")
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func environ(env map[string]string) []string {
 }
 
 // startEngine runs `svc serve` and waits until it listens.
-func startEngine(t *testing.T, env map[string]string) *engineProc {
+func startEngine(t testing.TB, env map[string]string) *engineProc {
 	t.Helper()
 	p, err := launch(env)
 	require.NoError(t, err)
@@ -101,7 +101,7 @@ func startEngine(t *testing.T, env map[string]string) *engineProc {
 
 // waitServing waits until p serves, failing t if it exits or takes 30 s;
 // p is stopped when the test ends.
-func waitServing(t *testing.T, p *engineProc) {
+func waitServing(t testing.TB, p *engineProc) {
 	t.Helper()
 	t.Cleanup(func() { p.stop(t) })
 	select {
@@ -198,7 +198,7 @@ func (p *engineProc) logsWith(msg string) []map[string]any {
 }
 
 // stop sends SIGTERM and waits for a graceful exit.
-func (p *engineProc) stop(t *testing.T) {
+func (p *engineProc) stop(t testing.TB) {
 	select {
 	case <-p.done:
 		return

@@ -36,7 +36,7 @@ const maxHoldWaitSeconds = 3600
 func parseBatch(raw []byte) (Request, error) {
 	var b batchRequest
 	if err := strictjson.Decode(raw, &b, true); err != nil {
-		return Request{}, asBadRequest(err)
+		return Request{}, err
 	}
 	if b.ToolCalls == nil {
 		return Request{}, &BadRequest{Field: "tool_calls", Reason: "is required and must be an array"}
@@ -63,12 +63,4 @@ func parseBatch(raw []byte) (Request, error) {
 	calls, err := readToolCalls(b.ToolCalls, "tool_calls")
 	req.ToolCalls = calls
 	return req, err
-}
-
-// asBadRequest turns a strict-decoding error into a BadRequest.
-func asBadRequest(err error) error {
-	if se, ok := err.(*strictjson.Error); ok {
-		return &BadRequest{Field: se.Field, Reason: se.Reason}
-	}
-	return &BadRequest{Reason: err.Error()}
 }

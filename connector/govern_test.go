@@ -55,7 +55,7 @@ func (m *memLedger) Record(_ context.Context, rows []Row) error {
 	return nil
 }
 
-func testTenancy(t *testing.T) *tenancy.Source {
+func testTenancy(t testing.TB) *tenancy.Source {
 	t.Helper()
 	src, err := tenancy.Open("testdata/tenancy.json")
 	require.NoError(t, err)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/svc-dev/svc/connector/internal/strictjson"
 )
 
 // GuardrailPath is the path LiteLLM appends to the guardrail's api_base.
@@ -53,7 +55,6 @@ type wireToolCall struct {
 	ID       *string       `json:"id"`
 	Type     *string       `json:"type"`
 	Function *wireFunction `json:"function"`
-	Index    *json.Number  `json:"index"`
 }
 
 type wireFunction struct {
@@ -72,19 +73,9 @@ type guardrailResponse struct {
 	BlockedReason *string `json:"blocked_reason,omitempty"`
 }
 
-// BadRequest is a request body the connector cannot read, naming the field.
-type BadRequest struct {
-	Field  string
-	Reason string
-}
-
-// Error implements error.
-func (e *BadRequest) Error() string {
-	if e.Field == "" {
-		return e.Reason
-	}
-	return e.Field + ": " + e.Reason
-}
+// BadRequest is a request body the connector cannot read: Field names the
+// member at fault ("" for the body as a whole).
+type BadRequest = strictjson.Error
 
 // sessionHeader is the client header that may carry the session (listed in
 // the guardrail's extra_headers).

@@ -162,7 +162,7 @@ func (s *Server) refuseAll(w http.ResponseWriter, route, reason string) {
 func (s *Server) handleGuardrail(w http.ResponseWriter, r *http.Request, body []byte) error {
 	var g guardrailRequest
 	if err := strictjson.Decode(body, &g, false); err != nil {
-		return asBadRequest(err)
+		return err
 	}
 	switch deref(g.InputType) {
 	case InputRequest:

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
@@ -19,9 +20,9 @@ import (
 	"github.com/svc-dev/svc/connector"
 )
 
-// pragmas of every connection: WAL, a wait for a lock another process
-// holds, and a commit synced to disk before the answer (synchronous=FULL).
-const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_synchronous=FULL"
+// pragmas of every connection: WAL and a wait for a lock another process
+// holds; the synchronous setting follows the durability.
+const pragmas = "_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate"
 
 // schema is the gateway ledger's table; columns follow connector.Row.
 const schema = `CREATE TABLE IF NOT EXISTS gateway_ledger (
@@ -58,17 +59,40 @@ const columns = `ts, decision_id, outcome, verdict, rule, reason, envelope_hash,
 	enforcement_stage, released_after_approval, hold_id, hold_decision, transport, api_base_host, deployment_id,
 	provider, mode, enforced, model, classified_by, gateway_call_id, key_alias`
 
-// Ledger is the gateway ledger database.
+// Ledger is the gateway ledger database. Rows of concurrent requests are
+// committed together (group commit): one writer takes every batch queued
+// while the previous commit was syncing, so that under load a sync serves
+// many requests instead of queueing them one sync each.
 type Ledger struct {
-	db *sql.DB
+	db      *sql.DB
+	queue   chan *batch
+	closing chan struct{}
+	done    chan struct{}
+	once    sync.Once
 }
+
+// batch is the rows of one request and where its commit's result goes.
+type batch struct {
+	rows []connector.Row
+	err  chan error
+}
+
+// maxGroup bounds the requests committed in one transaction.
+const maxGroup = 256
 
 var _ connector.Recorder = (*Ledger)(nil)
 
 // Open opens (creating it if needed) the ledger at path. An empty path or
-// ":memory:" keeps the rows in memory only, lost at exit.
-func Open(ctx context.Context, path string) (*Ledger, error) {
-	dsn := path + "?" + pragmas
+// ":memory:" keeps the rows in memory only, lost at exit. With synced, a
+// commit is on disk before Record returns (synchronous=FULL, as
+// SVC_DURABILITY=full); without, it is written to the operating system and
+// survives a crash of the connector but not of the machine
+// (synchronous=NORMAL, SVC_DURABILITY=os).
+func Open(ctx context.Context, path string, synced bool) (*Ledger, error) {
+	dsn := path + "?" + pragmas + "&_synchronous=NORMAL"
+	if synced {
+		dsn = path + "?" + pragmas + "&_synchronous=FULL"
+	}
 	if connector.InMemory(path) {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -90,14 +114,72 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open gateway ledger %s: %w", path, err)
 	}
-	return &Ledger{db: db}, nil
+	l := &Ledger{db: db, queue: make(chan *batch, maxGroup), closing: make(chan struct{}), done: make(chan struct{})}
+	go l.write()
+	return l, nil
 }
 
-// Close closes the database.
-func (l *Ledger) Close() error { return l.db.Close() }
+// Close stops the writer once its commit in progress is done (a Record
+// still queued fails, so its request is refused) and closes the database.
+// It is idempotent.
+func (l *Ledger) Close() error {
+	l.once.Do(func() { close(l.closing) })
+	<-l.done
+	return l.db.Close()
+}
 
-// Record writes the rows of one request in one transaction.
+// errClosed answers a Record after Close.
+var errClosed = errors.New("gateway ledger is closed")
+
+// Record writes the rows of one request, returning once they are
+// committed (with another request's, perhaps) or failed.
 func (l *Ledger) Record(ctx context.Context, rows []connector.Row) error {
+	b := &batch{rows: rows, err: make(chan error, 1)}
+	select {
+	case l.queue <- b:
+	case <-l.closing:
+		return errClosed
+	case <-ctx.Done():
+		return fmt.Errorf("record gateway ledger rows: %w", ctx.Err())
+	}
+	select {
+	case err := <-b.err:
+		return err
+	case <-l.done:
+		return errClosed
+	}
+}
+
+// write commits the queued batches, as many as are waiting at once.
+func (l *Ledger) write() {
+	defer close(l.done)
+	for {
+		var group []*batch
+		select {
+		case b := <-l.queue:
+			group = append(group, b)
+		case <-l.closing:
+			return
+		}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case b := <-l.queue:
+				group = append(group, b)
+			default:
+				break more
+			}
+		}
+		err := l.commit(group)
+		for _, b := range group {
+			b.err <- err
+		}
+	}
+}
+
+// commit writes the rows of a group in one transaction.
+func (l *Ledger) commit(group []*batch) error {
+	ctx := context.Background() // a caller that leaves does not undo the rows of the others
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("record gateway ledger rows: %w", err)
@@ -108,7 +190,7 @@ func (l *Ledger) Record(ctx context.Context, rows []connector.Row) error {
 		return fmt.Errorf("record gateway ledger rows: %w", err)
 	}
 	defer stmt.Close()
-	for _, r := range rows {
+	for _, r := range rowsOf(group) {
 		var hd *string
 		if r.HoldDecision != nil {
 			raw, err := json.Marshal(r.HoldDecision)
@@ -129,6 +211,14 @@ func (l *Ledger) Record(ctx context.Context, rows []connector.Row) error {
 		return fmt.Errorf("record gateway ledger rows: %w", err)
 	}
 	return nil
+}
+
+func rowsOf(group []*batch) []connector.Row {
+	var out []connector.Row
+	for _, b := range group {
+		out = append(out, b.rows...)
+	}
+	return out
 }
 
 // Recent lists the last limit rows, newest first.

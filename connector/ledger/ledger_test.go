@@ -15,7 +15,7 @@ import (
 func TestRecordAndRecent(t *testing.T) {
 	ctx := context.Background()
 	for _, path := range []string{filepath.Join(t.TempDir(), "gw.db"), ""} {
-		l, err := ledger.Open(ctx, path)
+		l, err := ledger.Open(ctx, path, true)
 		require.NoError(t, err)
 		org, hold := "acme", "h1"
 		rows := []connector.Row{
@@ -39,7 +39,7 @@ func TestRecordAndRecent(t *testing.T) {
 }
 
 func TestRefusedStageIsChecked(t *testing.T) {
-	l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "gw.db"))
+	l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "gw.db"), true)
 	require.NoError(t, err)
 	defer l.Close()
 	err = l.Record(context.Background(), []connector.Row{{Outcome: "allow", EnforcementStage: "delivered"}})

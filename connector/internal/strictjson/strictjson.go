@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 )
@@ -85,8 +84,7 @@ func withPath(raw []byte, err error) error {
 		return err
 	}
 	found := ""
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	_ = walk(dec, "", func(member string) {
+	_ = scan(raw, func(member string) {
 		if found == "" && (member == e.Field || strings.HasSuffix(member, "."+e.Field)) {
 			found = member
 		}
@@ -100,61 +98,82 @@ func withPath(raw []byte, err error) error {
 // CheckDuplicates refuses a document in which an object names a member
 // twice, or which is not one well-formed JSON value.
 func CheckDuplicates(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := walk(dec, "", func(string) {}); err != nil {
-		return err
+	if !json.Valid(raw) {
+		return &Error{Reason: "not well-formed JSON (exactly one JSON value)"}
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &Error{Reason: "must be exactly one JSON value"}
+	return scan(raw, func(string) {})
+}
+
+// frame is an object or array being scanned.
+type frame struct {
+	object    bool
+	path      string // of the object or array ("" at the top, "x[]" for x's elements)
+	expectKey bool   // the next string is a member name
+	member    string // the last member name read
+	keys      map[string]bool
+}
+
+// scan walks the valid JSON document raw byte by byte, calling visit with
+// the path of each member and refusing a member named twice in one object.
+func scan(raw []byte, visit func(member string)) error {
+	var stack []*frame
+	childPath := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		top := stack[len(stack)-1]
+		if top.object {
+			return join(top.path, top.member)
+		}
+		return top.path
+	}
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; c {
+		case '{':
+			stack = append(stack, &frame{object: true, path: childPath(), expectKey: true, keys: map[string]bool{}})
+		case '[':
+			stack = append(stack, &frame{path: childPath() + "[]"})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if top := stack[len(stack)-1]; top.object {
+				top.expectKey = true
+			}
+		case '"':
+			end := stringEnd(raw, i)
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
+				top := stack[n-1]
+				var name string
+				_ = json.Unmarshal(raw[i:end+1], &name) // valid: json.Valid passed
+				member := join(top.path, name)
+				if top.keys[name] {
+					return &Error{Field: member, Reason: "duplicate key (keys must be unique)"}
+				}
+				top.keys[name], top.member, top.expectKey = true, name, false
+				visit(member)
+			}
+			i = end
+		}
 	}
 	return nil
 }
 
-// walk reads one value from dec, checking the objects inside it and
-// calling visit with the path of each member.
-func walk(dec *json.Decoder, path string, visit func(member string)) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return &Error{Field: path, Reason: "not well-formed JSON"}
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return &Error{Field: path, Reason: "not well-formed JSON"}
-			}
-			name, _ := k.(string)
-			member := join(path, name)
-			if seen[name] {
-				return &Error{Field: member, Reason: "duplicate key (keys must be unique)"}
-			}
-			seen[name] = true
-			visit(member)
-			if err := walk(dec, member, visit); err != nil {
-				return err
-			}
+// stringEnd is the index of the closing quote of the string opening at i.
+func stringEnd(raw []byte, i int) int {
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '\\':
+			j++
+		case '"':
+			return j
 		}
-		_, err = dec.Token()
-	case json.Delim('['):
-		for dec.More() {
-			if err := walk(dec, path+"[]", visit); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
 	}
-	if err != nil {
-		return &Error{Field: path, Reason: "not well-formed JSON"}
-	}
-	return nil
+	return len(raw) - 1
 }
 
 func join(path, name string) string {
 	if path == "" {
 		return name
 	}
-	return fmt.Sprintf("%s.%s", path, name)
+	return path + "." + name
 }
