@@ -34,9 +34,8 @@ class ConnectorClient:
         """Verdicts for ``calls`` (sent as ``body``), in order; never raises except on cancellation."""
         deadline = self._settings.decision_deadline()
         try:
-            async with asyncio.timeout(deadline):
-                response = await self._post(body, deadline)
-        except TimeoutError:
+            response = await asyncio.wait_for(self._post(body, deadline), timeout=deadline)
+        except (asyncio.TimeoutError, TimeoutError):  # distinct classes before Python 3.11
             return fail_closed(calls, f"the svc connector did not answer within {deadline:g} s")
         except httpx.HTTPError as err:
             return fail_closed(calls, f"the svc connector is unreachable ({type(err).__name__})")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from typing import Any, AsyncGenerator
 
 from litellm.exceptions import GuardrailRaisedException
@@ -51,6 +52,20 @@ class ActionGuardrail(CustomGuardrail):
         kwargs["supported_event_hooks"] = [GuardrailEventHooks.post_call]
         super().__init__(**kwargs)
         self.svc_client = ConnectorClient(settings)
+
+    @property
+    def run_in_parallel(self) -> bool:
+        """Always False: LiteLLM runs parallel post-call guardrails as block-only and discards their answer."""
+        return False
+
+    @run_in_parallel.setter
+    def run_in_parallel(self, value: object) -> None:
+        # LiteLLM sets this after construction too (_apply_configured_bool_overrides).
+        if value:
+            raise ValueError(
+                "svc_gateway: run_in_parallel is refused: the guardrail rewrites answers, "
+                "and LiteLLM discards what a parallel post-call guardrail returns"
+            )
 
     @property
     def svc_settings(self) -> Settings:
@@ -97,13 +112,15 @@ class ActionGuardrail(CustomGuardrail):
         hold = StreamHold()
         broken: Exception | None = None
         async for chunk in response:  # an upstream error propagates; nothing held is released
-            if broken is None:
-                try:
-                    if hold.feed(chunk):
-                        yield chunk
-                        continue
-                except Exception as err:  # noqa: BLE001
-                    broken = err
+            if broken is not None:
+                continue  # drain the upstream; nothing more is emitted
+            try:
+                emit = hold.feed(chunk)
+            except Exception as err:  # noqa: BLE001
+                broken = err
+                continue
+            if emit:
+                yield chunk
         if broken is not None:
             for frame in _refuse_held(hold, INTERNAL_FAULT.format(type(broken).__name__)):
                 yield frame
@@ -144,7 +161,18 @@ class ActionGuardrail(CustomGuardrail):
         except Exception as err:  # noqa: BLE001
             log.error("svc_gateway: could not build the connector request: %s", type(err).__name__)
             return fail_closed(calls, INTERNAL_FAULT.format(type(err).__name__))
-        return await self.svc_client.decide(body, calls)
+        verdicts = await self.svc_client.decide(body, calls)
+        _log_outcomes(verdicts)
+        return verdicts
+
+
+def _log_outcomes(verdicts: list[Verdict]) -> None:
+    """One line per answer: how many calls got each outcome; a warning naming the reason when one failed closed."""
+    counts = Counter(v.outcome for v in verdicts)
+    log.debug("svc_gateway: outcomes %s", ", ".join(f"{name}={n}" for name, n in sorted(counts.items())))
+    failed = next((v for v in verdicts if v.outcome == "fail_closed"), None)
+    if failed is not None and failed.refusal:
+        log.warning("svc_gateway: %d tool call(s) refused, failing closed: %s", counts["fail_closed"], failed.refusal.get("reason"))
 
 
 def _require_post_call(mode: Any) -> None:

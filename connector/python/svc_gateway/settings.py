@@ -37,6 +37,11 @@ KNOWN_PARAMS = frozenset(
 # because LiteLLM resolves `os.environ/...` before the class sees the value.
 LITERAL_TOKEN_PARAMS = ("api_key", "svc_connector_token", "svc_token")
 
+# Headers that carry credentials: never a session hint, or a key would reach the ledger.
+CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-litellm-api-key",
+     "x-goog-api-key", "anthropic-api-key", "x-amz-security-token"}
+)
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -149,6 +154,8 @@ def _session_header(value: Any) -> str:
         return DEFAULT_SESSION_HEADER
     if not isinstance(value, str) or not _HEADER_NAME.match(value):
         raise ValueError(f"svc_gateway: litellm_params.{PARAM_SESSION_HEADER} must be an HTTP header name")
+    if value.lower() in CREDENTIAL_HEADERS:
+        raise ValueError(f"svc_gateway: litellm_params.{PARAM_SESSION_HEADER} names a credential header")
     return value.lower()
 
 

@@ -57,6 +57,8 @@ class StreamHold:
             # Not a chat-completion frame: a tool call in it cannot be removed alone.
             if carries_tool_call(chunk):
                 self.foreign = self.holding = True
+            if self.holding:
+                self._held.append(_Held(chunk))
             return not self.holding
         if self._template is None:
             self._template = chunk

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from conftest import Connector, chat_answer, deny_names, make_guardrail, outcomes_reply, request_data, tool_call
+from standin import Connector, chat_answer, deny_names, make_guardrail, outcomes_reply, request_data, tool_call
 
 
 def run_hook(response: Any, data: dict[str, Any] | None = None, **params: Any) -> Any:

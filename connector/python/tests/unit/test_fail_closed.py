@@ -7,8 +7,8 @@ import json
 from typing import Any, AsyncIterator, Callable
 
 import pytest
-from conftest import Answer, Connector, chat_answer, make_guardrail, outcomes_reply, request_data, tool_call
-from streams import choice, content, delta_call, finish_reasons, frame, run_stream, tool_deltas, wire_outside_payload
+from standin import Answer, Connector, chat_answer, make_guardrail, outcomes_reply, request_data, tool_call
+from streamframes import choice, content, delta_call, finish_reasons, frame, run_stream, tool_deltas, wire_outside_payload
 
 
 def answer_json(obj: Any) -> Callable[[dict[str, Any]], Answer]:
@@ -51,6 +51,15 @@ FAULTS: dict[str, Callable[[dict[str, Any]], Answer]] = {
 CALLS = [tool_call("c1", "crm_get_customer", '{"id":1}'), tool_call("c2", "crm_get_orders", '{"id":1}')]
 
 
+def judge_whole(**params: Any) -> Any:
+    """Run the non-streamed hook on an answer with CALLS and return the answer."""
+    return asyncio.run(
+        make_guardrail(**params).async_post_call_success_hook(
+            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
+        )
+    )
+
+
 def assert_fail_closed(refused: list[dict[str, Any]]) -> None:
     assert [r["tool_call_id"] for r in refused] == ["c1", "c2"]
     for r in refused:
@@ -64,11 +73,7 @@ def assert_fail_closed(refused: list[dict[str, Any]]) -> None:
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_non_streamed_fault_refuses_every_call(connector: Connector, fault: str) -> None:
     connector.reply = FAULTS[fault]
-    out = asyncio.run(
-        make_guardrail(svc_timeout_margin=0.5).async_post_call_success_hook(
-            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
-        )
-    )
+    out = judge_whole(svc_timeout_margin=0.5)
     message = out.choices[0].message
     assert message.tool_calls is None
     assert out.choices[0].finish_reason == "stop"
@@ -98,11 +103,7 @@ def test_streamed_fault_refuses_every_call(connector: Connector, fault: str) -> 
 def test_connector_down_refuses(dead_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SVC_CONNECTOR_URL", dead_url)
     monkeypatch.setenv("SVC_CONNECTOR_TOKEN", "t")
-    out = asyncio.run(
-        make_guardrail().async_post_call_success_hook(
-            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
-        )
-    )
+    out = judge_whole()
     refused = json.loads(out.choices[0].message.content)["svc"]["refused"]
     assert_fail_closed(refused)
     assert "unreachable" in refused[0]["reason"]
@@ -113,11 +114,7 @@ def test_connector_down_refuses(dead_url: str, monkeypatch: pytest.MonkeyPatch) 
 
 def test_wrong_token_refuses(connector: Connector, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SVC_CONNECTOR_TOKEN", "not-the-token")
-    out = asyncio.run(
-        make_guardrail().async_post_call_success_hook(
-            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
-        )
-    )
+    out = judge_whole()
     refused = json.loads(out.choices[0].message.content)["svc"]["refused"]
     assert_fail_closed(refused)
     assert "HTTP 401" in refused[0]["reason"]
@@ -146,11 +143,7 @@ def test_a_fault_while_building_the_request_refuses(connector: Connector, monkey
         raise KeyError("boom")
 
     monkeypatch.setattr(context, "identity", broken)
-    out = asyncio.run(
-        make_guardrail().async_post_call_success_hook(
-            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
-        )
-    )
+    out = judge_whole()
     assert_fail_closed(json.loads(out.choices[0].message.content)["svc"]["refused"])
     assert connector.requests == []
     streamed = run_stream(make_guardrail(), stream_frames(), request_data())
@@ -167,11 +160,7 @@ def test_an_answer_that_cannot_be_rewritten_is_refused_whole(connector: Connecto
 
     monkeypatch.setattr(answer, "apply", broken)
     with pytest.raises(GuardrailRaisedException) as raised:
-        asyncio.run(
-            make_guardrail().async_post_call_success_hook(
-                data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
-            )
-        )
+        judge_whole()
     assert raised.value.status_code == 400
     assert "svc.core/fail_closed" in raised.value.message
 
@@ -248,11 +237,7 @@ def test_the_environment_proxy_is_never_used_for_the_connector(connector: Connec
     monkeypatch.setenv("HTTP_PROXY", dead_url)
     monkeypatch.setenv("http_proxy", dead_url)
     monkeypatch.setenv("NO_PROXY", "")
-    out = asyncio.run(
-        make_guardrail().async_post_call_success_hook(
-            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
-        )
-    )
+    out = judge_whole()
     assert [tc.id for tc in out.choices[0].message.tool_calls] == ["c1", "c2"]
     assert len(connector.requests) == 1
 
@@ -260,9 +245,13 @@ def test_the_environment_proxy_is_never_used_for_the_connector(connector: Connec
 def test_an_https_connector_with_an_unknown_certificate_refuses(monkeypatch: pytest.MonkeyPatch, connector: Connector) -> None:
     # The stand-in speaks plain HTTP: the TLS handshake fails, which must refuse, never fall back.
     monkeypatch.setenv("SVC_CONNECTOR_URL", connector.url.replace("http://", "https://"))
-    out = asyncio.run(
-        make_guardrail().async_post_call_success_hook(
-            data=request_data(), user_api_key_dict=None, response=chat_answer(list(CALLS))
-        )
-    )
+    out = judge_whole()
     assert_fail_closed(json.loads(out.choices[0].message.content)["svc"]["refused"])
+
+
+def test_a_fail_closed_refusal_is_logged_with_its_reason(connector: Connector, caplog: pytest.LogCaptureFixture) -> None:
+    connector.reply = FAULTS["http_500"]
+    with caplog.at_level("WARNING", logger="svc_gateway"):
+        judge_whole()
+    assert any("answered HTTP 500" in r.getMessage() for r in caplog.records)
+    assert all("unit-test-connector-token" not in r.getMessage() for r in caplog.records)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import make_guardrail
+from standin import make_guardrail
 
 from svc_gateway.settings import pop_settings
 
@@ -57,6 +57,8 @@ def test_token_and_url_variables_can_be_renamed() -> None:
         ({"svc_hold_wait": 600}, None, "svc_hold_wait"),
         ({"svc_hold_wait": 2.5}, None, "svc_hold_wait"),
         ({"svc_session_header": "bad header"}, None, "svc_session_header"),
+        ({"svc_session_header": "Authorization"}, None, "svc_session_header"),
+        ({"svc_session_header": "x-api-key"}, None, "svc_session_header"),
         ({"svc_session": ""}, None, "svc_session"),
         ({"svc_timeout_margin": 0}, None, "svc_timeout_margin"),
         ({"svc_connector_token_env": "1BAD"}, None, "svc_connector_token_env"),
@@ -98,3 +100,14 @@ def test_the_class_loads_as_the_proxy_builds_it(monkeypatch: pytest.MonkeyPatch)
     assert guardrail.svc_settings.hold_wait == 5
     assert guardrail.default_on is True
     assert guardrail.event_hook == "post_call"
+
+
+def test_run_in_parallel_is_refused_at_construction_and_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SVC_CONNECTOR_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("SVC_CONNECTOR_TOKEN", "t")
+    with pytest.raises(ValueError, match="run_in_parallel"):
+        make_guardrail(run_in_parallel=True)
+    guardrail = make_guardrail(run_in_parallel=False)
+    assert guardrail.run_in_parallel is False
+    with pytest.raises(ValueError, match="run_in_parallel"):
+        guardrail.run_in_parallel = True

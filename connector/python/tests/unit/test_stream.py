@@ -7,8 +7,8 @@ import json
 from typing import Any, AsyncIterator
 
 import pytest
-from conftest import Connector, deny_names, make_guardrail, request_data
-from streams import (
+from standin import Connector, deny_names, make_guardrail, request_data
+from streamframes import (
     assembled,
     choice,
     collect,
@@ -208,3 +208,10 @@ def test_collect_helper_accepts_async_sources(connector: Connector) -> None:
         yield frame(choice(content="a"))
 
     assert len(asyncio.run(collect(make_guardrail(), source(), request_data()))) == 1
+
+
+def test_a_frame_of_another_kind_after_a_tool_call_keeps_its_place(connector: Connector) -> None:
+    marker = {"keepalive": True}
+    frames = [frame(choice(calls=[delta_call(0, "c1", "ls", "{}")])), marker, frame(choice(finish="tool_calls"))]
+    out = run_stream(make_guardrail(), frames, request_data())
+    assert out == frames
