@@ -18,7 +18,7 @@ MASTER_KEY = "sk-e2e-master-0000"
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 PYTHON_ROOT = Path(__file__).resolve().parents[3]  # connector/python
 LITELLM = Path(sys.executable).parent / "litellm"
-START_TIMEOUT = 120.0
+START_TIMEOUT = 240.0  # the proxy imports for 20-60 s on a loaded 2-core machine
 
 
 @dataclass(frozen=True)
