@@ -24,15 +24,16 @@ from svc_e2e.topology import (P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P
 from svc_e2e.upstream import Scenario
 
 
-def ask(proxy: Proxy, key: str, model: str, scenario: Scenario) -> Any:
+def ask(proxy: Proxy, key: str, model: str, scenario: Scenario, headers: dict[str, str] | None = None) -> Any:
     """One non-streamed chat completion through the proxy."""
-    return ask_url(proxy.url, key, model, scenario)
+    return ask_url(proxy.url, key, model, scenario, headers)
 
 
-def refused_by_proxy(proxy: Proxy, key: str, model: str, scenario: Scenario) -> tuple[str, list[dict[str, Any]]]:
+def refused_by_proxy(proxy: Proxy, key: str, model: str, scenario: Scenario,
+                     headers: dict[str, str] | None = None) -> tuple[str, list[dict[str, Any]]]:
     """Send scenario and expect the proxy's HTTP 400 carrying svc's refusal: (message, refusal entries)."""
     with pytest.raises(openai.BadRequestError) as info:
-        ask(proxy, key, model, scenario)
+        ask(proxy, key, model, scenario, headers)
     assert info.value.status_code == 400
     message = error_message(info.value)
     assert message.startswith("Svc: "), message
@@ -84,6 +85,23 @@ def test_staging_tenant_naming_production_in_the_arguments_is_refused(stack: Sta
     _, entries = refused_by_proxy(proxy_path1, STAGING_KEY.key, P1_MODEL,
                                   Scenario((mass_delete(environment="prod"),)))
     assert [e["rule"] for e in entries] == ["svc.policy/irreversible_systemic_prod"]
+
+
+def test_session_header_listed_in_extra_headers_carries_the_budget(stack: Stack, proxy_path1: Proxy) -> None:
+    """x-svc-session, listed in the guardrail's extra_headers, names the session: two deletes of 15 rows in one
+    session exceed the pack's delete budget of 20 and the second is held; the same delete in another session
+    passes. Without the header each request would be its own session (its trace id)."""
+    session = {"x-svc-session": unique("sess")}
+    first = ask(proxy_path1, STAGING_KEY.key, P1_NOWAIT_MODEL, Scenario((mass_delete(rows=15),)), session)
+    assert [c.function.name for c in first.choices[0].message.tool_calls] == ["db_delete_records"]
+    _, entries = refused_by_proxy(proxy_path1, STAGING_KEY.key, P1_NOWAIT_MODEL, Scenario((mass_delete(rows=15),)),
+                                  session)
+    assert [(e["error"], e["rule"]) for e in entries] == [("svc_hold_timeout", "svc.policy/session_delete_budget")]
+    other = ask(proxy_path1, STAGING_KEY.key, P1_NOWAIT_MODEL, Scenario((mass_delete(rows=15),)),
+                {"x-svc-session": unique("sess")})
+    assert [c.function.name for c in other.choices[0].message.tool_calls] == ["db_delete_records"]
+    hold = stack.engine.hold(entries[0]["hold_id"])
+    assert hold["envelope"]["agent"]["session_id"] == f"gateway:acme-staging:{session['x-svc-session']}"
 
 
 def test_two_calls_one_denied_refuses_the_whole_response(stack: Stack, proxy_path1: Proxy) -> None:

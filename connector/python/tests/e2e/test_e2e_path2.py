@@ -14,7 +14,7 @@ from typing import Any
 from svc_e2e.cases import WAIT_FOR_HOLD, ask, mass_delete, pending_hold_for, read_call, void_invoices, wait_for
 from svc_e2e.client import raw_stream, refused, unique
 from svc_e2e.proxy import Proxy
-from svc_e2e.topology import P2_DOWN_MODEL, P2_MODEL, PROD_KEY, Stack
+from svc_e2e.topology import P2_DOWN_MODEL, P2_MODEL, P2_NOWAIT_MODEL, PROD_KEY, STAGING_KEY, Stack
 from svc_e2e.upstream import Scenario
 
 P2_DEPLOYMENT_ID = "e2e-deployment-1"  # model_info.id of P2_MODEL (first in the path-2 model list)
@@ -142,3 +142,17 @@ def test_ledger_rows_carry_the_deployment(stack: Stack, proxy_path2: Proxy) -> N
     assert rows[allowed.id]["enforcement_stage"] == "allowed_at_gateway"
     assert rows[denied.id]["enforcement_stage"] == "refused_at_gateway"
     assert rows[denied.id]["rule"] == "svc.policy/irreversible_systemic_prod"
+
+
+def test_session_header_carries_the_budget(stack: Stack, proxy_path2: Proxy) -> None:
+    """The module's session header (default x-svc-session) names the session: the second delete of 15 rows in one
+    session exceeds the delete budget (20) and, with svc_hold_wait 0, is refused naming its hold."""
+    session = {"x-svc-session": unique("sess2")}
+    first = ask(proxy_path2.url, STAGING_KEY.key, P2_NOWAIT_MODEL, Scenario((mass_delete(rows=15),)), session)
+    assert tool_names(first.choices[0].message) == ["db_delete_records"]
+    second = ask(proxy_path2.url, STAGING_KEY.key, P2_NOWAIT_MODEL, Scenario((mass_delete(rows=15),)), session)
+    assert second.choices[0].message.tool_calls is None
+    entries = refused(second.choices[0].message.content)
+    assert [(e["error"], e["rule"]) for e in entries] == [("svc_hold_timeout", "svc.policy/session_delete_budget")]
+    hold = stack.engine.hold(entries[0]["hold_id"])
+    assert hold["envelope"]["agent"]["session_id"] == f"gateway:acme-staging:{session['x-svc-session']}"

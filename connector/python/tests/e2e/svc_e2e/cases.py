@@ -29,10 +29,10 @@ def void_invoices(customer: str, call_id: str | None = None) -> ToolCall:
                     {"customer_id": customer, "invoice_ids": [f"in_{i}" for i in range(40)]}, call_id)
 
 
-def ask(base_url: str, key: str, model: str, scenario: Scenario) -> Any:
+def ask(base_url: str, key: str, model: str, scenario: Scenario, headers: dict[str, str] | None = None) -> Any:
     """One non-streamed chat completion through the proxy with a real OpenAI client."""
     with openai_client(base_url, key) as client:
-        return client.chat.completions.create(model=model, messages=scenario.messages())
+        return client.chat.completions.create(model=model, messages=scenario.messages(), extra_headers=headers)
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:

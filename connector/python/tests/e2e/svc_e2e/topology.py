@@ -23,7 +23,7 @@ P1_MODEL, P1_NOWAIT_MODEL, P1_ENGINE_DOWN_MODEL = "gpt-p1", "gpt-p1-nowait", "gp
 P1_PRE_CALL_MODEL = "gpt-p1-pre-and-post"  # its guardrail runs pre_call and post_call
 PLAIN_MODEL = "gpt-plain"
 # Models of the path-2 proxy.
-P2_MODEL, P2_DOWN_MODEL = "gpt-p2", "gpt-p2-connector-down"
+P2_MODEL, P2_DOWN_MODEL, P2_NOWAIT_MODEL = "gpt-p2", "gpt-p2-connector-down", "gpt-p2-nowait"
 
 
 @dataclass
