@@ -100,8 +100,9 @@ func TestConcurrentIdenticalHoldsRaiseOne(t *testing.T) {
 
 // An identical action whose hold was approved but not yet redeemed finds
 // that hold (a retry after the adapter gave up waiting); once the approval
-// is spent, or the hold rejected, the next identical action raises a new
-// hold; another action, or another actor, never shares one.
+// is spent the next identical action raises a new hold; another action
+// never shares one. (holds/reuse_test.go covers rejected and expired holds
+// and other actors and gates.)
 func TestHoldReuseFollowsTheHoldsState(t *testing.T) {
 	p := newPipeline(t, realOPA(t), nil)
 	held := func(session string) engine.Decision {
