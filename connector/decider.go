@@ -107,7 +107,7 @@ func (d *HTTPDecider) Decide(ctx context.Context, env *envelope.Envelope) (Decis
 		return Decision{}, err
 	}
 	var dec Decision
-	if err := strictjson.Decode(raw, &dec, false); err != nil {
+	if err := decodeAnswer(raw, &dec, decisionMembers); err != nil {
 		return Decision{}, fmt.Errorf("engine answered %d with a body that is not a decision: %w", status, err)
 	}
 	switch {
@@ -163,10 +163,27 @@ func (d *HTTPDecider) getHold(ctx context.Context, u *url.URL, timeout time.Dura
 		return Hold{}, fmt.Errorf("engine answered %d to a hold read", status)
 	}
 	var h Hold
-	if err := strictjson.Decode(raw, &h, false); err != nil {
+	if err := decodeAnswer(raw, &h, holdMembers); err != nil {
 		return Hold{}, fmt.Errorf("engine's hold is not readable: %w", err)
 	}
 	return h, nil
+}
+
+// The members of the engine's answers the connector reads.
+var (
+	decisionMembers = []string{"decision", "reason", "detail", "rule", "obligations", "decision_id", "hold_id",
+		"envelope_hash", "field"}
+	holdMembers = []string{"id", "status", "rule", "decided_by", "decided_by_verified"}
+)
+
+// decodeAnswer reads an engine answer strictly: no member twice, and no
+// member spelled otherwise than the ones read, so that a "Decision" beside
+// a "decision" cannot change what the connector sees.
+func decodeAnswer(raw []byte, v any, members []string) error {
+	if err := strictjson.CheckSpelling(raw, members...); err != nil {
+		return err
+	}
+	return strictjson.Decode(raw, v, false)
 }
 
 func (d *HTTPDecider) do(ctx context.Context, method string, u *url.URL, body []byte) (int, []byte, error) {

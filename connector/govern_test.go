@@ -121,6 +121,17 @@ func TestGovernUnmappedNeverAsksTheEngine(t *testing.T) {
 	assert.Equal(t, int64(4), g.counters.UnmappedTenant.Load())
 }
 
+func TestLedgerRowKeepsNoCredential(t *testing.T) {
+	led := &memLedger{}
+	g := testGovernor(t, &fakeDecider{}, led, ModeEnforce)
+	req := opsRequest(readCall)
+	req.Caller = tenancy.Caller{KeyHash: "sk-live-0123456789abcdef0123", KeyAlias: "sk-live-0123456789abcdef0123"}
+	g.Govern(context.Background(), req)
+	require.Len(t, led.rows, 1)
+	assert.Nil(t, led.rows[0].KeyAlias)
+	assert.NotContains(t, string(mustJSON(t, led.rows[0])), "sk-live")
+}
+
 func TestGovernFaults(t *testing.T) {
 	cases := []struct {
 		name    string

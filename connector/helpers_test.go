@@ -13,3 +13,6 @@ func mustJSON(t testing.TB, v any) []byte {
 	require.NoError(t, err)
 	return raw
 }
+
+// json9007199254740993 is a number a double cannot hold exactly.
+func json9007199254740993() json.Number { return json.Number("9007199254740993") }

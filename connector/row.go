@@ -49,7 +49,10 @@ func (g *Governor) row(req Request, c *call, t *tenancy.Tenant, session string) 
 		HoldID: o.HoldID, HoldDecision: o.holdDecision, Transport: req.Transport, APIBaseHost: req.Deployment.APIBaseHost,
 		DeploymentID: req.Deployment.DeploymentID, Provider: req.Deployment.Provider, Mode: g.mode, Enforced: o.Enforced,
 		Model: req.Model, ClassifiedBy: o.classifiedBy, GatewayCallID: req.Session.CallID,
-		Verdict: optional(o.verdict), EnvelopeHash: optional(o.envelopeHash), KeyAlias: optional(req.Caller.KeyAlias)}
+		Verdict: optional(o.verdict), EnvelopeHash: optional(o.envelopeHash)}
+	if !tenancy.SecretShaped(req.Caller.KeyAlias) { // a credential put in the alias by a custom auth is not kept
+		r.KeyAlias = optional(req.Caller.KeyAlias)
+	}
 	if t != nil {
 		r.Org, r.Session = &t.Org, &session
 	}

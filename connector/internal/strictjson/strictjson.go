@@ -177,3 +177,23 @@ func join(path, name string) string {
 	}
 	return path + "." + name
 }
+
+// CheckSpelling refuses a top-level member of the object raw that
+// encoding/json would take for one of names (it matches names without
+// regard to case, Unicode folding included: "Decision", "deciſion") but
+// that is not spelled exactly so: a reader that matches exactly would see
+// another document.
+func CheckSpelling(raw []byte, names ...string) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return &Error{Reason: "must be a JSON object"}
+	}
+	for m := range members {
+		for _, n := range names {
+			if m != n && strings.EqualFold(m, n) {
+				return &Error{Field: m, Reason: "member names are spelled exactly: " + n}
+			}
+		}
+	}
+	return nil
+}

@@ -48,3 +48,12 @@ func TestDecode(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckSpelling(t *testing.T) {
+	require.NoError(t, CheckSpelling([]byte(`{"decision": "deny", "other": 1}`), "decision"))
+	for _, raw := range []string{`{"decision": "deny", "Decision": "allow"}`, `{"deciſion": "allow"}`, `{"DECISION": "allow"}`} {
+		var e *Error
+		require.ErrorAs(t, CheckSpelling([]byte(raw), "decision"), &e, raw)
+	}
+	require.Error(t, CheckSpelling([]byte(`[]`), "decision"))
+}
