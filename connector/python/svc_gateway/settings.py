@@ -19,7 +19,9 @@ BATCH_ROUTE = "/v1/gateway/tool-calls"
 
 DEFAULT_HOLD_WAIT = 30
 MAX_HOLD_WAIT = 599  # below LiteLLM's 600 s default request timeout
-DEFAULT_TIMEOUT_MARGIN = 10.0
+# Above the connector's default engine timeout (SVC_CLIENT_TIMEOUT, 30 s), so the connector's own
+# fail-closed answer (and its ledger row) normally arrives before the module gives up.
+DEFAULT_TIMEOUT_MARGIN = 35.0
 MAX_TIMEOUT_MARGIN = 120.0
 DEFAULT_SESSION_HEADER = "x-svc-session"
 

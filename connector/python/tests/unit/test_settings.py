@@ -23,7 +23,7 @@ def test_defaults() -> None:
     assert s.hold_wait == 30
     assert s.session_header == "x-svc-session"
     assert s.static_session is None
-    assert s.decision_deadline() == 40
+    assert s.decision_deadline() == 65
 
 
 def test_params_are_taken_and_removed() -> None:
