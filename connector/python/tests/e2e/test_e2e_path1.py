@@ -35,6 +35,8 @@ def refused_by_proxy(proxy: Proxy, key: str, model: str, scenario: Scenario,
     with pytest.raises(openai.BadRequestError) as info:
         ask(proxy, key, model, scenario, headers)
     assert info.value.status_code == 400
+    body = info.value.body
+    assert isinstance(body, dict) and body.get("type") == "invalid_request_error" and body.get("code") == "400", body
     message = error_message(info.value)
     assert message.startswith("Svc: "), message
     return message, refused(message)
