@@ -66,6 +66,11 @@ def _delta_arguments(events: list[Any]) -> dict[int, str]:
     return args
 
 
+def _content(events: list[Any]) -> str:
+    return "".join((c.get("delta") or {}).get("content") or "" for e in events if isinstance(e, dict)
+                   for c in e.get("choices") or [])
+
+
 def test_streamed_denied_call_never_reaches_the_client(stack: Stack, proxy_path2: Proxy) -> None:
     allowed, denied = read_call(unique("call_read")), mass_delete(call_id=unique("call_del"))
     stream = raw_stream(proxy_path2.url, PROD_KEY.key, P2_MODEL, Scenario((allowed, denied), content="On it."))
@@ -79,6 +84,7 @@ def test_streamed_denied_call_never_reaches_the_client(stack: Stack, proxy_path2
     events = stream.events()
     assert _delta_tool_names(events) == ["crm_get_customer"]
     assert [json.loads(a) for a in _delta_arguments(events).values()] == [allowed.arguments]
+    assert _content(events).startswith("On it.")  # the text before the first tool call is delivered
     assert allowed.id.encode() in raw  # type: ignore[union-attr]
     assert events[-1] == "[DONE]"
     assert not [e for e in events if isinstance(e, dict) and "error" in e]
@@ -91,8 +97,7 @@ def test_streamed_all_denied_ends_with_stop_and_the_refusal(stack: Stack, proxy_
     assert denied.arguments["marker"].encode() not in stream.raw  # type: ignore[index]
     events = [e for e in stream.events() if isinstance(e, dict)]
     assert _delta_tool_names(events) == []
-    content = "".join((c.get("delta") or {}).get("content") or "" for e in events for c in e.get("choices") or [])
-    assert [e["tool_call_id"] for e in refused(content)] == [denied.id]
+    assert [e["tool_call_id"] for e in refused(_content(events))] == [denied.id]
     finishes = [c.get("finish_reason") for e in events for c in e.get("choices") or [] if c.get("finish_reason")]
     assert finishes == ["stop"]
 
