@@ -69,9 +69,7 @@ func (a *app) open(ctx context.Context) error {
 		return err
 	}
 	a.closers = append(a.closers, audit.Close)
-	resolver, err := holds.NewService(store, holds.Config{
-		ResolverTokens: cfg.ResolverTokens, RequireVerified: cfg.RequireVerify, ResolutionPolicy: cfg.ResolutionPol,
-	}, audit, a.exporter, log)
+	resolver, err := holds.NewService(store, cfg.holdsConfig(), audit, a.exporter, log)
 	if err != nil {
 		return fmt.Errorf("hold resolution settings: %w", err)
 	}
