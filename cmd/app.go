@@ -25,6 +25,7 @@ type app struct {
 	closers  []func() error
 	cancel   context.CancelFunc
 	exporter *export.Exporter
+	ready    []engine.ReadyCheck // the checks of GET /readyz
 }
 
 // openApp builds every part of the engine and checks that OPA runs and the
@@ -56,6 +57,7 @@ func (a *app) open(ctx context.Context) error {
 		return fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)
 	}
 	a.closers = append(a.closers, db.Close)
+	logState(log, cfg, db.Path())
 	budgets, err := ledger.NewBudgets(ctx, db)
 	if err != nil {
 		return err
@@ -69,6 +71,9 @@ func (a *app) open(ctx context.Context) error {
 		return err
 	}
 	a.closers = append(a.closers, audit.Close)
+	if err := audit.Writable(); err != nil {
+		return fmt.Errorf("audit log (SVC_AUDIT_LOG=%q): %w", cfg.AuditLog, err)
+	}
 	resolver, err := holds.NewService(store, cfg.holdsConfig(), audit, a.exporter, log)
 	if err != nil {
 		return fmt.Errorf("hold resolution settings: %w", err)
@@ -89,8 +94,11 @@ func (a *app) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.addReady("evaluator", eval.Check)
+	a.addReady("database", db.Writable)
+	a.addReady("audit_log", func(context.Context) error { return audit.Writable() })
 	deps := engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, KillSwitch: kill,
-		Health: a.health, Routes: map[string]http.Handler{"GET /metrics": metricsHandler}, Logger: log}
+		Health: a.health, Ready: a.ready, Routes: map[string]http.Handler{"GET /metrics": metricsHandler}, Logger: log}
 	if cfg.Gate.Enabled() {
 		gate, err := engine.NewIntrospector(cfg.Gate)
 		if err != nil {
@@ -103,6 +111,12 @@ func (a *app) open(ctx context.Context) error {
 	a.handler = srv.Handler()
 	a.background(ctx, resolver, budgets)
 	return nil
+}
+
+// addReady adds a named check to GET /readyz: one line per part whose
+// readiness the engine reports (docs/api.md#readyz).
+func (a *app) addReady(name string, check func(context.Context) error) {
+	a.ready = append(a.ready, engine.ReadyCheck{Name: name, Check: check})
 }
 
 // policyDir returns SVC_POLICY_DIR or the bundled pack written to a private

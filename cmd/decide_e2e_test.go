@@ -318,7 +318,7 @@ func TestOPAFaultsDeny(t *testing.T) {
 			}
 			start := time.Now()
 			r := p.decide(t, envelope(nil))
-			assert.Less(t, time.Since(start), 2*time.Second, "deny within SVC_OPA_TIMEOUT + 1 s")
+			assert.Less(t, time.Since(start), 4*time.Second, "deny within SVC_OPA_TIMEOUT (1 s) and slack, not the fake's 30 s")
 			assert.Equal(t, 500, r.Status)
 			assert.Equal(t, "deny", r.str("decision"))
 			assert.Equal(t, "svc.core/internal_error", r.str("rule"))
@@ -417,7 +417,8 @@ func TestAuthAndHeaders(t *testing.T) {
 	assert.Equal(t, true, refused()[2]["credential_presented"])
 
 	start := time.Now()
-	for range 60 { // a client spraying tokens: the log is sampled
+	const spray = 200 // far more than 10 a second for as long as it takes on a loaded machine
+	for range spray { // a client spraying tokens: the log is sampled
 		p.callAs(t, "spray", "GET", "/v1/holds", nil)
 	}
 	// The spray spans at most this many of the sampler's one-second periods,
@@ -425,8 +426,8 @@ func TestAuthAndHeaders(t *testing.T) {
 	periods := int(time.Since(start)/time.Second) + 2
 	time.Sleep(200 * time.Millisecond)
 	logged := len(refused()) - 6
-	assert.LessOrEqual(t, logged, min(60, 10*periods), "at most 10 refusals a second are logged")
-	assert.Less(t, logged, 60, "the spray is sampled")
+	assert.LessOrEqual(t, logged, min(spray, 10*periods), "at most 10 refusals a second are logged")
+	assert.Less(t, logged, spray, "the spray is sampled")
 
 	r = p.decide(t, envelope(nil))
 	assert.Equal(t, 200, r.Status)

@@ -34,6 +34,7 @@ type Server struct {
 	gate     Gatekeeper              // nil when introspection is off
 	kill     *KillSwitch             // nil: no freeze routes
 	health   func() map[string]any   // extra /healthz fields, may be nil
+	ready    []ReadyCheck            // the checks of /readyz
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
 	log      zerolog.Logger
 	// refusedLog is log, sampled, for refused credentials (logRefused).
@@ -58,6 +59,7 @@ type ServerDeps struct {
 	Gatekeeper Gatekeeper
 	KillSwitch *KillSwitch
 	Health     func() map[string]any
+	Ready      []ReadyCheck
 	Routes     map[string]http.Handler
 	Logger     zerolog.Logger
 }
@@ -65,7 +67,7 @@ type ServerDeps struct {
 // NewServer returns the engine's HTTP server.
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
-		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger,
+		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, ready: deps.Ready, extra: deps.Routes, log: deps.Logger,
 		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
 		portalLog:  deps.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: portalLogPeriod})}
 }
@@ -74,6 +76,7 @@ func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("POST "+decidePath, s.decideAuth(s.handleDecide))
 	mux.HandleFunc("GET /v1/holds", s.holdsAuth(s.handleListHolds))
 	mux.HandleFunc("GET /v1/holds/{id}", s.holdsAuth(s.handleGetHold))
@@ -85,7 +88,7 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, s.tokenAuth(h.ServeHTTP))
 	}
-	return s.recoverer(securityHeaders(crossOrigin(mux)))
+	return s.requestLog(s.recoverer(securityHeaders(s.crossOrigin(routeNoter(mux)))))
 }
 
 // crossOrigin refuses state-changing requests that a browser sends from
@@ -93,12 +96,12 @@ func (s *Server) Handler() http.Handler {
 // request's Host: net/http's CrossOriginProtection), so that a web page
 // cannot post to an engine it can reach, e.g. on loopback with no token.
 // Clients that are not browsers send neither header and are not affected.
-func crossOrigin(next http.Handler) http.Handler {
+func (s *Server) crossOrigin(next http.Handler) http.Handler {
 	c := http.NewCrossOriginProtection()
 	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body := map[string]any{"error": "forbidden", "reason": "cross_origin_request"}
 		if isDecide(r) {
-			writeRefusal(w, http.StatusForbidden, body)
+			s.refuse(w, r, http.StatusForbidden, body)
 			return
 		}
 		writeJSON(w, http.StatusForbidden, body)
@@ -157,7 +160,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 	received := time.Now()
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		writeRefusal(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large",
+		s.refuse(w, r, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large",
 			"reason": "request body exceeds SVC_MAX_BODY_BYTES"})
 		return
 	}
@@ -165,15 +168,20 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 	var inv *InvalidEnvelope
 	switch {
 	case errors.Is(err, ErrInvalidJSON):
-		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
+		s.refuse(w, r, http.StatusBadRequest, map[string]any{"error": "invalid_json",
 			"reason": "request body is not one well-formed JSON value"})
 		return
 	case errors.As(err, &inv):
-		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_envelope",
+		s.refuse(w, r, http.StatusBadRequest, map[string]any{"error": "invalid_envelope",
 			"field": inv.Field, "reason": inv.Reason})
 		return
 	}
 	d, status := s.engine.Decide(r.Context(), Request{Envelope: env, Gate: gate, Received: received})
+	note := noteOf(r)
+	note.decisionID, note.verdict = d.DecisionID, d.Decision
+	s.log.Debug().Str("decision_id", d.DecisionID).Str("verdict", d.Decision).Str("rule", d.Rule).Str("reason", d.Reason).
+		Str("session_id", env.Agent.SessionID).Str("verb", env.Action.Verb).Str("environment", env.Target.Environment).
+		Str("envelope_hash", d.EnvelopeHash).Msg("decision")
 	writeJSON(w, status, d)
 }
 
@@ -218,8 +226,12 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		body["reason"] = e.Message
 	}
 	status := statusOf(e.Code)
-	if status >= http.StatusInternalServerError {
+	switch {
+	case status >= http.StatusInternalServerError:
 		s.log.Error().Err(err).Msg("request failed")
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
+		s.refusedLog.Warn().Int("status", status).Interface("error", body["error"]).Interface("field", body["field"]).
+			Msg("request refused")
 	}
 	writeJSON(w, status, body)
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 )
@@ -47,13 +48,20 @@ func (o *opaServerOutput) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// line logs one line at the level recordLevel gives it.
+// line logs one line at the level recordLevel gives it: one of opa's JSON
+// records as a nested object (its fields stay fields for a log pipeline),
+// any other line as a string.
 func (o *opaServerOutput) line(b []byte) {
 	s := opaSnippet(b)
 	if s == "" {
 		return
 	}
-	o.log.WithLevel(recordLevel(b)).Str("opa", s).Msg("opa server output")
+	ev := o.log.WithLevel(recordLevel(b))
+	if rec := bytes.TrimSpace(b); len(rec) <= opaMaxSnippet && rec[0] == '{' && utf8.Valid(rec) && json.Valid(rec) {
+		ev.RawJSON("opa", rec).Msg("opa server output")
+		return
+	}
+	ev.Str("opa", s).Msg("opa server output")
 }
 
 // opaRecordMembers are the members of opa's JSON log records svc reads.

@@ -144,6 +144,9 @@ func (db *DB) open(ctx context.Context) error {
 	if strings.ContainsRune(db.path, '?') {
 		return errors.New("path must not contain '?'")
 	}
+	if err := createPrivate(db.path); err != nil {
+		return err
+	}
 	sqlDB, err := sql.Open("sqlite3", db.path+"?"+pragmas+db.durability.synchronous())
 	if err != nil {
 		return err
@@ -158,6 +161,21 @@ func (db *DB) open(ctx context.Context) error {
 	// The migrations have written the file, so it exists now.
 	db.file, err = os.Stat(db.path)
 	return err
+}
+
+// createPrivate creates the database file at path, empty and readable by
+// its owner only (0600, as the audit log), unless it exists: SQLite would
+// create it 0644, and its write-ahead log and shared-memory files take the
+// mode of the database file. An existing file keeps the mode it has.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	return f.Close()
 }
 
 // migrate applies, in name order, every embedded migration not yet recorded
@@ -259,6 +277,13 @@ func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) error 
 		return err
 	}
 	return db.writeTx(ctx, conn.BeginTx, fn)
+}
+
+// Writable checks that the database takes writes now: it takes the write
+// lock (BEGIN IMMEDIATE) and checks that the file is still the one opened,
+// as every write does, within ctx's deadline, and commits nothing.
+func (db *DB) Writable(ctx context.Context) error {
+	return db.writeWithin(ctx, func(*sql.Tx) error { return nil })
 }
 
 // release restores conn's busy timeout and returns it to the pool, or
