@@ -25,13 +25,17 @@ type client struct {
 	http  *http.Client
 }
 
-func newClient() (*client, error) {
+// newClient reads the client settings; a warning about them goes to warn.
+func newClient(warn io.Writer) (*client, error) {
 	p := &parser{v: newViper(clientDefaults)}
 	raw := p.str("core_url")
 	verify := p.safetySwitch("verify_ssl")
 	timeout := p.seconds("client_timeout", time.Second, time.Hour)
 	if err := p.first(); err != nil {
 		return nil, err
+	}
+	for _, w := range p.warns {
+		fmt.Fprintln(warn, "svc: warning:", w)
 	}
 	u, ok := httpURL(raw)
 	if !ok {

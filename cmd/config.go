@@ -49,6 +49,7 @@ type Config struct {
 	ResolutionPol  string
 	Gate           engine.GateConfig
 	Export         export.Config
+	Warnings       []string // settings read as their safe default, for the start-up log
 }
 
 // serveDefaults are the defaults of spec §8, one per key, so that viper
@@ -88,6 +89,7 @@ type parser struct {
 	v     *viper.Viper
 	errs  []error
 	flags map[string]string // key → name of the flag that set it on the command line
+	warns []string          // values read as a default rather than refused (safetySwitch)
 }
 
 func (p *parser) fail(key, format string, args ...any) {
@@ -150,9 +152,10 @@ func (p *parser) boolean(key string) bool {
 }
 
 // safetySwitch reads a boolean whose safe value is true
-// (SVC_REQUIRE_VERIFIED_APPROVER, SVC_VERIFY_SSL): a value that is not a
-// boolean is refused like any other, and reads as true meanwhile, so that a
-// misspelled "flase" never turns the check off.
+// (SVC_REQUIRE_VERIFIED_APPROVER, SVC_VERIFY_SSL): as the spec says, a
+// value that is not a boolean reads as true, so that a misspelled "flase"
+// never turns the check off; unlike the spec's silent fallback, a warning
+// says so.
 func (p *parser) safetySwitch(key string) bool {
 	s := strings.ToLower(p.str(key))
 	switch s {
@@ -161,7 +164,8 @@ func (p *parser) safetySwitch(key string) bool {
 	case "false", "0", "no", "off":
 		return false
 	}
-	p.fail(key, "must be true or false, got %q; the check stays on, and svc will not run until the value is fixed", s)
+	p.warns = append(p.warns, fmt.Sprintf("%s=%q is not true or false: read as true, the check stays on; "+
+		"set it to true or false", envName(key), s))
 	return true
 }
 
@@ -208,6 +212,7 @@ func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
 		},
 	}
 	p.check(c)
+	c.Warnings = p.warns
 	var err error
 	c.Export, err = readExport(v)
 	return c, errors.Join(p.first(), err)

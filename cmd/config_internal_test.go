@@ -12,8 +12,8 @@ import (
 )
 
 // TestSafetySwitch: SVC_REQUIRE_VERIFIED_APPROVER and SVC_VERIFY_SSL read
-// the boolean words in any case; any other value, "flase" or blank, is an
-// error naming the variable, and reads as on meanwhile.
+// the boolean words in any case; any other value, "flase" or blank, reads
+// as true (the spec's fallback) with a warning naming the variable.
 func TestSafetySwitch(t *testing.T) {
 	tests := map[string]bool{
 		"true": true, "1": true, "YES": true, "on": true,
@@ -28,11 +28,16 @@ func TestSafetySwitch(t *testing.T) {
 		for _, in := range []string{"flase", "maybe", "", " "} {
 			p := &parser{v: testViper(map[string]string{key: in})}
 			require.True(t, p.safetySwitch(key), "%s=%q stays on", key, in)
-			require.ErrorContains(t, p.first(), "SVC_"+strings.ToUpper(key)+": must be true or false")
+			require.NoError(t, p.first())
+			require.Len(t, p.warns, 1)
+			assert.Contains(t, p.warns[0], "SVC_"+strings.ToUpper(key)+"=")
+			assert.Contains(t, p.warns[0], "is not true or false: read as true, the check stays on")
 		}
 	}
-	_, err := loadConfig(testViper(map[string]string{"require_verified_approver": "flase"}), nil)
-	require.ErrorContains(t, err, `SVC_REQUIRE_VERIFIED_APPROVER: must be true or false, got "flase"; the check stays on`)
+	cfg, err := loadConfig(testViper(map[string]string{"require_verified_approver": "flase"}), nil)
+	require.NoError(t, err)
+	assert.True(t, cfg.RequireVerify)
+	assert.Equal(t, []string{`SVC_REQUIRE_VERIFIED_APPROVER="flase" is not true or false: read as true, the check stays on; set it to true or false`}, cfg.Warnings)
 }
 
 // TestEnumeratedSettingsAnyCase: every setting of a closed set of words

@@ -54,7 +54,7 @@ func runDecide(c *cobra.Command, file string) error {
 	if err != nil {
 		return &exitError{code: exitUnreachable, err: err}
 	}
-	cl, err := newClient()
+	cl, err := newClient(c.ErrOrStderr())
 	if err != nil {
 		return &exitError{code: exitUnreachable, err: err}
 	}

@@ -75,7 +75,6 @@ func TestServeSettingErrorsExitTwo(t *testing.T) {
 		{map[string]string{"SVC_RESOLVER_TOKENS": "{not json"}, nil, "invalid SVC_RESOLVER_TOKENS"},
 		{map[string]string{"SVC_RESOLVER_TOKENS": filepath.Join(dir, "missing.json")}, nil, "invalid SVC_RESOLVER_TOKENS"},
 		{map[string]string{"SVC_RESOLUTION_POLICY": "[1]"}, nil, "invalid SVC_RESOLUTION_POLICY"},
-		{map[string]string{"SVC_REQUIRE_VERIFIED_APPROVER": "flase"}, nil, `SVC_REQUIRE_VERIFIED_APPROVER: must be true or false, got "flase"; the check stays on`},
 		{nil, []string{"--port", "70000"}, `--port (SVC_PORT): must be an integer from 0 to 65535, got "70000"`},
 		{nil, []string{"--config", yaml}, `unknown key "svc_port"`},
 		{map[string]string{"SVC_LOG_FORMAT": "text"}, nil, "SVC_LOG_FORMAT: must be json or console"},
@@ -93,6 +92,8 @@ func TestServeSettingErrorsExitTwo(t *testing.T) {
 // TestClientWarnsOfUnknownVariables: a client command names a misspelled
 // SVC_* variable and the one it probably meant.
 func TestClientWarnsOfUnknownVariables(t *testing.T) {
-	r := runSvc(t, map[string]string{"SVC_CORE_URL": "http://127.0.0.1:1", "SVC_CORE_TOKNE": "x"}, nil, "holds", "list")
+	r := runSvc(t, map[string]string{"SVC_CORE_URL": "http://127.0.0.1:1", "SVC_CORE_TOKNE": "x", "SVC_VERIFY_SSL": "flase"},
+		nil, "holds", "list")
 	assert.Contains(t, r.stderr, "svc: warning: SVC_CORE_TOKNE is not a setting svc reads; did you mean SVC_CORE_TOKEN?")
+	assert.Contains(t, r.stderr, `svc: warning: SVC_VERIFY_SSL="flase" is not true or false: read as true`)
 }

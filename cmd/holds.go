@@ -46,7 +46,7 @@ func newHoldsCommand() *cobra.Command {
 // clientCall wraps a client command: one clear line and exit 1 on error.
 func clientCall(run func(ctx context.Context, cl *client, w io.Writer) error) func(*cobra.Command, []string) error {
 	return func(c *cobra.Command, _ []string) error {
-		cl, err := newClient()
+		cl, err := newClient(c.ErrOrStderr())
 		if err == nil {
 			err = run(c.Context(), cl, c.OutOrStdout())
 		}

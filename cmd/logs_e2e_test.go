@@ -80,6 +80,7 @@ func TestStartupSaysWhereStateLives(t *testing.T) {
 	delete(env, "SVC_HOLDS_PATH")
 	env["SVC_HOST"] = "0.0.0.0"
 	env["SVC_PROT"] = "8080"
+	env["SVC_REQUIRE_VERIFIED_APPROVER"] = "flase"
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	require.NoError(t, os.WriteFile(tokens, []byte(`{"tok-a": {"type": "human", "id": "a"}}`), 0o644))
 	require.NoError(t, os.Chmod(tokens, 0o644))
@@ -93,6 +94,8 @@ func TestStartupSaysWhereStateLives(t *testing.T) {
 	assert.Equal(t, false, state[0]["auth"])
 	logs := p.Logs()
 	assert.Contains(t, logs, "SVC_PROT is not a setting svc reads; did you mean SVC_PORT?")
+	assert.Contains(t, logs, `SVC_REQUIRE_VERIFIED_APPROVER=\"flase\" is not true or false: read as true, the check stays on`)
+	assert.Equal(t, true, state[0]["require_verified_approver"])
 	assert.Contains(t, logs, "SVC_HOST is not a loopback address and no authentication is configured")
 	assert.Contains(t, logs, "the SVC_RESOLVER_TOKENS file is readable by its group or by others")
 

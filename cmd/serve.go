@@ -132,7 +132,7 @@ func tuneGC() {
 
 func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	for _, w := range unknownVariables(os.Environ()) {
+	for _, w := range append(cfg.Warnings, unknownVariables(os.Environ())...) {
 		log.Warn().Msg(w)
 	}
 	tuneGC()
