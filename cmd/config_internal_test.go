@@ -213,3 +213,17 @@ func testViper(set map[string]string) *viper.Viper {
 	}
 	return v
 }
+
+// TestConsoleLogFormat: SVC_LOG_FORMAT=console prints text for people, not
+// JSON; json prints one object a line.
+func TestConsoleLogFormat(t *testing.T) {
+	var console, js strings.Builder
+	for w, format := range map[*strings.Builder]string{&console: "console", &js: "json"} {
+		log := newLogger(w, "info", format)
+		log.Info().Str("addr", "127.0.0.1:8080").Msg("svc serving")
+	}
+	assert.Contains(t, console.String(), "INF svc serving addr=127.0.0.1:8080")
+	assert.False(t, strings.HasPrefix(console.String(), "{"), console.String())
+	assert.True(t, strings.HasPrefix(js.String(), "{"), js.String())
+	assert.Contains(t, js.String(), `"message":"svc serving"`)
+}
