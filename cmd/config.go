@@ -140,15 +140,24 @@ func (p *parser) seconds(key string, lo, hi time.Duration) time.Duration {
 // false: for SVC_SYSLOG_TLS_VERIFY that would turn certificate checks off,
 // and for SVC_FREEZE override a settings file's freeze.
 func (p *parser) boolean(key string) bool {
+	b, ok, s := p.word(key)
+	if !ok {
+		p.fail(key, "must be true or false, got %q", s)
+	}
+	return b
+}
+
+// word reads key as a boolean word, in any case: its value, whether it is
+// one, and the lower-cased text.
+func (p *parser) word(key string) (value, ok bool, text string) {
 	s := strings.ToLower(p.str(key))
 	switch s {
 	case "true", "1", "yes", "on":
-		return true
+		return true, true, s
 	case "false", "0", "no", "off":
-		return false
+		return false, true, s
 	}
-	p.fail(key, "must be true or false, got %q", s)
-	return false
+	return false, false, s
 }
 
 // safetySwitch reads a boolean whose safe value is true
@@ -157,12 +166,9 @@ func (p *parser) boolean(key string) bool {
 // never turns the check off; unlike the spec's silent fallback, a warning
 // says so.
 func (p *parser) safetySwitch(key string) bool {
-	s := strings.ToLower(p.str(key))
-	switch s {
-	case "true", "1", "yes", "on":
-		return true
-	case "false", "0", "no", "off":
-		return false
+	b, ok, s := p.word(key)
+	if ok {
+		return b
 	}
 	p.warns = append(p.warns, fmt.Sprintf("%s=%q is not true or false: read as true, the check stays on; "+
 		"set it to true or false", envName(key), s))

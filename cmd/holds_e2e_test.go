@@ -536,10 +536,7 @@ func TestHoldsCLIPages(t *testing.T) {
 
 	r = runSvc(t, env, nil, "holds", "list", "--limit", "2", "-o", "json")
 	require.Equal(t, 0, r.code, r.output())
-	var page struct {
-		Items      []engine.Hold `json:"items"`
-		NextCursor *string       `json:"next_cursor"`
-	}
+	var page, last engine.HoldPage
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
 	require.Len(t, page.Items, 2)
 	require.NotNil(t, page.NextCursor)
@@ -547,10 +544,6 @@ func TestHoldsCLIPages(t *testing.T) {
 
 	r = runSvc(t, env, nil, "holds", "list", "--limit", "2", "--cursor", m[1], "-o", "json")
 	require.Equal(t, 0, r.code, r.output())
-	var last struct {
-		Items      []engine.Hold `json:"items"`
-		NextCursor *string       `json:"next_cursor"`
-	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &last))
 	require.Len(t, last.Items, 1)
 	assert.Nil(t, last.NextCursor)
