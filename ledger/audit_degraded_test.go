@@ -212,13 +212,18 @@ func TestRecordDegradedDoesNotWaitForAStuckBatch(t *testing.T) {
 func TestRecordDegradedMeetsItsDeadline(t *testing.T) {
 	s := newSinks(t)
 	lockDB(t, s.dbPath)
-	// Time for the file's synced append on a loaded machine, far from the
-	// 5 s busy timeout the bound below tells it from.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	require.NoError(t, s.audit.RecordDegraded(ctx, engine.EventDecision, decision("deny-1")))
+	err := s.audit.RecordDegraded(ctx, engine.EventDecision, decision("deny-1"))
 	assert.Less(t, time.Since(start), 2500*time.Millisecond, "bounded by the deadline, not the 5 s busy timeout")
-	assert.True(t, s.fileHas(t, "deny-1"))
-	assert.Equal(t, 1, s.logs.Count("audit mirror: a degraded record could not be written"))
+	// The outcome comes within degradedGrace of the deadline, or, on a
+	// loaded machine, later: then the call says the record stays queued,
+	// and the file takes it all the same.
+	if err != nil {
+		assert.ErrorContains(t, err, "the record stays queued")
+	}
+	require.Eventually(t, func() bool { return s.fileHas(t, "deny-1") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return s.logs.Count("audit mirror: a degraded record could not be written") == 1 },
+		5*time.Second, 10*time.Millisecond)
 }
