@@ -260,13 +260,15 @@ func TestAuditLinesMatchDecisions(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 }
 
-// TestUnwritableAuditLogDenies: when the audit file cannot be written the
-// decision is denied, and the fail-closed deny is still recorded in the
+// TestUnwritableAuditLogDenies: when the audit file cannot be written (it
+// became a directory after start-up, at which svc would have refused it)
+// the decision is denied, and the fail-closed deny is still recorded in the
 // SQLite mirror, marked degraded.
 func TestUnwritableAuditLogDenies(t *testing.T) {
 	env := baseEnv(t)
-	env["SVC_AUDIT_LOG"] = t.TempDir() // a directory cannot be appended to
 	p := startEngine(t, env)
+	require.NoError(t, os.Remove(env["SVC_AUDIT_LOG"]))
+	require.NoError(t, os.Mkdir(env["SVC_AUDIT_LOG"], 0o700)) // a directory cannot be appended to
 	r := p.decide(t, envelope(nil))
 	require.Equal(t, 500, r.Status)
 	assert.Equal(t, "deny", r.str("decision"))
@@ -341,7 +343,7 @@ func TestStartupRefusals(t *testing.T) {
 		"bad syslog size": {"SVC_SYSLOG_MAX_MESSAGE", "1024", "SVC_SYSLOG_MAX_MESSAGE", 2},
 		"no policy dir":   {"SVC_POLICY_DIR", "/nonexistent/policy", "SVC_POLICY_DIR", 2},
 		"opa missing":     {"SVC_OPA_BIN", "/nonexistent/opa", "/nonexistent/opa", 1},
-		"bad resolve pol": {"SVC_RESOLUTION_POLICY", "{not json", "SVC_RESOLUTION_POLICY", 1},
+		"bad resolve pol": {"SVC_RESOLUTION_POLICY", "{not json", "SVC_RESOLUTION_POLICY", 2},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -526,8 +526,8 @@ func TestHoldsCLI(t *testing.T) {
 func TestHoldsCLIPages(t *testing.T) {
 	p, _ := holdsEngine(t, nil)
 	ids := map[string]bool{}
-	for i := range 3 {
-		id, _ := raiseHold(t, p, map[string]any{"agent.session_id": fmt.Sprintf("page-%d", i)})
+	for i := range 3 { // three actions: a repeated one would reuse its pending hold
+		id, _ := raiseHold(t, p, map[string]any{"params.where": fmt.Sprintf("page < %d", i)})
 		ids[id] = true
 	}
 	env := map[string]string{"SVC_CORE_URL": p.URL, "SVC_CORE_TOKEN": "adapter-token"}
