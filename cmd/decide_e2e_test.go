@@ -303,7 +303,10 @@ func faultyOPA(t *testing.T) (*engineProc, func(string), string) {
 	t.Setenv("FAKE_OPA_FAULT", faultFile)
 	env := baseEnv(t)
 	env["SVC_OPA_BIN"] = bin
-	env["SVC_OPA_TIMEOUT"] = "1"
+	// Short, so that the sleeping fake (30 s) is cut off soon, yet long
+	// enough for the start-up probe (opa version, then a decision through
+	// the wrapper) on a loaded machine under -race.
+	env["SVC_OPA_TIMEOUT"] = "3"
 	p := startEngine(t, env)
 	return p, func(f string) { require.NoError(t, os.WriteFile(faultFile, []byte(f), 0o644)) }, bin
 }
@@ -320,7 +323,7 @@ func TestOPAFaultsDeny(t *testing.T) {
 			}
 			start := time.Now()
 			r := p.decide(t, envelope(nil))
-			assert.Less(t, time.Since(start), 4*time.Second, "deny within SVC_OPA_TIMEOUT (1 s) and slack, not the fake's 30 s")
+			assert.Less(t, time.Since(start), 7*time.Second, "deny within SVC_OPA_TIMEOUT (3 s) and slack, not the fake's 30 s")
 			assert.Equal(t, 500, r.Status)
 			assert.Equal(t, "deny", r.str("decision"))
 			assert.Equal(t, "svc.core/internal_error", r.str("rule"))
