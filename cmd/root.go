@@ -95,8 +95,8 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(c *cobra.Command, _ []string) {
-			if c.Name() == "serve" {
-				return // serve logs them, with its other start-up notes
+			if c.Name() == "serve" || c.Name() == "connector" {
+				return // they log them, with their other start-up notes
 			}
 			for _, w := range unknownVariables(os.Environ()) {
 				fmt.Fprintln(c.ErrOrStderr(), "svc: warning:", w)

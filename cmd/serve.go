@@ -144,13 +144,6 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return &exitError{code: exitFailure, err: err}
 	}
 	defer a.Close()
-<<<<<<< HEAD
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)}
-	}
-=======
->>>>>>> main
 	// No WriteTimeout: it would cut the long-polls of GET /v1/holds/{id}?wait=
 	// (up to engine.MaxHoldWait), which end at shutdown instead.
 	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
@@ -165,7 +158,7 @@ func serveUntilDone(ctx context.Context, host string, port int, srv *http.Server
 	log zerolog.Logger, stopping string) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", host, port, err)}
+		return &exitError{code: exitFailure, err: fmt.Errorf("listen on %s:%d: %w", host, port, err)}
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
