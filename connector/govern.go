@@ -82,9 +82,8 @@ type call struct {
 }
 
 // Govern decides on every tool call of req, in order, and records one
-// ledger row per call before it returns. Each call is decided first; only
-// when none is refused outright does it wait on the holds, all within one
-// hold wait. Whatever fails — a panic included — refuses under
+// ledger row per call before it returns. Each call is decided first, then
+// the holds are waited on, all within one hold wait (see awaitHolds). Whatever fails — a panic included — refuses under
 // svc.core/fail_closed; nothing is let through unjudged.
 func (g *Governor) Govern(ctx context.Context, req Request) (res Result) {
 	g.counters.add(&g.counters.ResponsesSeen, 1)
@@ -171,8 +170,10 @@ func (g *Governor) envelope(req Request, t *tenancy.Tenant, session string, tc T
 }
 
 // awaitHolds waits on the holds of the calls, all within one hold wait,
-// when no call is refused outright; then re-submits each approved call.
-// A hold still pending is refused naming it.
+// then re-submits each approved call; a hold still pending is refused
+// naming it. On path 1 a refusal refuses the whole response, so once any
+// call is refused nothing more is waited for; on path 2 each call is kept
+// or removed on its own, so every hold gets the whole wait.
 func (g *Governor) awaitHolds(ctx context.Context, req Request, calls []*call) {
 	wait := g.holdWait
 	if req.HoldWait != nil {
@@ -181,8 +182,9 @@ func (g *Governor) awaitHolds(ctx context.Context, req Request, calls []*call) {
 	if g.mode == ModeObserve {
 		wait = 0
 	}
+	whole := req.Transport != TransportInProcess
 	for _, c := range calls {
-		if c.hold == "" && c.out.Outcome != OutcomeAllow {
+		if whole && c.hold == "" && c.out.Outcome != OutcomeAllow {
 			wait = 0 // the response is refused anyway: waiting would only delay the refusal
 		}
 	}
@@ -190,7 +192,7 @@ func (g *Governor) awaitHolds(ctx context.Context, req Request, calls []*call) {
 	for _, c := range calls {
 		if c.hold != "" {
 			g.awaitOne(ctx, c, max(deadline.Sub(g.now()), 0))
-			if c.out.Outcome != OutcomeAllow {
+			if whole && c.out.Outcome != OutcomeAllow {
 				deadline = g.now()
 			}
 		}

@@ -235,3 +235,59 @@ func FuzzGuardrailRequest(f *testing.F) {
 		}
 	})
 }
+
+// scriptedDecider denies the tool "deny_me", holds every other tool until
+// it is re-submitted with an approval, and answers every hold approved,
+// recording the wait each AwaitHold was given.
+type scriptedDecider struct {
+	waits []time.Duration
+}
+
+func (s *scriptedDecider) Decide(_ context.Context, env *envelope.Envelope) (Decision, error) {
+	switch {
+	case env.Action.Ability == "gateway/deny_me":
+		return Decision{Decision: "deny", Rule: "svc.policy/y", Reason: "no", DecisionID: "d-deny"}, nil
+	case env.Approval.Present:
+		return Decision{Decision: "allow", Rule: "svc.policy/approved_resubmission", DecisionID: "d-redeem"}, nil
+	}
+	return Decision{Decision: "require_approval", Rule: "svc.policy/x", HoldID: "h1", DecisionID: "d-hold"}, nil
+}
+
+func (s *scriptedDecider) AwaitHold(_ context.Context, id string, wait time.Duration) (Hold, error) {
+	s.waits = append(s.waits, wait)
+	if wait == 0 {
+		return Hold{ID: id, Status: HoldPending}, nil
+	}
+	return Hold{ID: id, Status: HoldApproved}, nil
+}
+
+// A denied call beside a held one: path 1 refuses the whole response, so it
+// does not wait on the hold; path 2 removes only the denied call, so the held
+// call gets the whole hold wait and is released once approved.
+func TestGovernHoldWaitBesideADeniedCall(t *testing.T) {
+	held := ToolCall{ID: "call_1", Name: "crm_get_customer", Arguments: `{"customer_id": "cus_1"}`}
+	denied := ToolCall{ID: "call_2", Name: "deny_me", Arguments: `{}`}
+	for _, tc := range []struct {
+		transport string
+		want      string
+		wait      time.Duration
+	}{
+		{TransportGuardrailAPI, OutcomeHoldTimeout, 0},
+		{TransportInProcess, OutcomeAllow, 30 * time.Second},
+	} {
+		t.Run(tc.transport, func(t *testing.T) {
+			d := &scriptedDecider{}
+			g := NewGovernor(GovernorConfig{Mode: ModeEnforce, HoldWait: 30 * time.Second, Decider: d,
+				Tenancy: testTenancy(t), Ledger: &memLedger{}, Counters: &Counters{}, Log: zerolog.Nop()})
+			req := opsRequest(held, denied)
+			req.Transport = tc.transport
+			res := g.Govern(context.Background(), req)
+			require.Len(t, res.Outcomes, 2)
+			assert.Equal(t, tc.want, res.Outcomes[0].Outcome)
+			assert.Equal(t, tc.want == OutcomeAllow, res.Outcomes[0].ReleasedAfterApproval)
+			assert.Equal(t, OutcomeDeny, res.Outcomes[1].Outcome)
+			require.Len(t, d.waits, 1)
+			assert.InDelta(t, tc.wait, d.waits[0], float64(time.Second))
+		})
+	}
+}
