@@ -16,10 +16,15 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/svc-dev/svc/engine"
 )
+
+// serveExitHelp is the exit-code paragraph of `svc serve --help`.
+const serveExitHelp = "Exit code: 0 stopped by SIGINT or SIGTERM, 1 could not start or serve (OPA, database, audit log,\n" +
+	"port), 2 invalid setting, 64 usage error."
 
 // shutdownGrace bounds how long in-flight decisions may take at shutdown.
 const shutdownGrace = 15 * time.Second
@@ -63,14 +68,16 @@ func newServeCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the decision engine (POST /v1/decide, holds, health)",
-		Args:  cobra.NoArgs,
+		Long: "Run the decision engine (POST /v1/decide, holds, /healthz, /readyz) configured by SVC_* variables,\n" +
+			"--config and flags (docs/configuration.md).\n" + serveExitHelp,
+		Args: argsOf(0, "no argument (settings are SVC_* variables, --config or flags)"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := readConfigFile(v, configFile); err != nil {
-				return &exitError{code: 2, err: err}
+				return &exitError{code: exitConfig, err: err}
 			}
-			cfg, err := loadConfig(v)
+			cfg, err := loadConfig(v, changedFlags(c.Flags(), serveFlags))
 			if err != nil {
-				return &exitError{code: 2, err: fmt.Errorf("invalid configuration: %w", err)}
+				return &exitError{code: exitConfig, err: fmt.Errorf("invalid configuration: %w", err)}
 			}
 			cfg.Init = initDB
 			return runServe(c.Context(), cfg, c.ErrOrStderr())
@@ -83,19 +90,41 @@ func newServeCommand() *cobra.Command {
 	f.String("policy-dir", "", "directory of the policy pack (SVC_POLICY_DIR)")
 	f.String("opa-bin", "", "opa binary (SVC_OPA_BIN)")
 	f.String("audit-log", "", "append-only JSONL audit log (SVC_AUDIT_LOG)")
-	f.String("holds-path", "", "SQLite database path (SVC_HOLDS_PATH)")
+	f.String("holds-path", "", "SQLite database path (SVC_HOLDS_PATH; default a temporary database, deleted at exit)")
 	f.BoolVar(&initDB, "init", false, "create a fresh database even though the audit log already holds decisions")
-	for key, flag := range map[string]string{"host": "host", "port": "port", "policy_dir": "policy-dir",
-		"opa_bin": "opa-bin", "audit_log": "audit-log", "holds_path": "holds-path"} {
+	f.String("log-level", "", "debug, info, warn or error (SVC_LOG_LEVEL)")
+	f.String("log-format", "", "json or console (SVC_LOG_FORMAT)")
+	for key, flag := range serveFlags {
 		_ = v.BindPFlag(key, f.Lookup(flag)) // the flag exists: defined just above
 	}
 	return c
 }
 
-// readConfigFile merges an optional settings file under env and flags.
+// serveFlags maps the settings a flag of `svc serve` sets to the flag.
+var serveFlags = map[string]string{"host": "host", "port": "port", "policy_dir": "policy-dir",
+	"opa_bin": "opa-bin", "audit_log": "audit-log", "holds_path": "holds-path", "log_level": "log-level",
+	"log_format": "log-format"}
+
+// changedFlags returns the part of flags (key → flag) set on the command
+// line.
+func changedFlags(set *pflag.FlagSet, flags map[string]string) map[string]string {
+	out := map[string]string{}
+	for key, flag := range flags {
+		if set.Changed(flag) {
+			out[key] = flag
+		}
+	}
+	return out
+}
+
+// readConfigFile merges an optional settings file under env and flags; a
+// key that is not a setting is an error.
 func readConfigFile(v *viper.Viper, path string) error {
 	if path == "" {
 		return nil
+	}
+	if err := checkFileKeys(path, serveDefaults); err != nil {
+		return err
 	}
 	v.SetConfigFile(path)
 	if err := v.ReadInConfig(); err != nil {
@@ -104,10 +133,15 @@ func readConfigFile(v *viper.Viper, path string) error {
 	return nil
 }
 
-func newLogger(w io.Writer, level string) zerolog.Logger {
+// newLogger returns svc's logger: one JSON object a line, or with format
+// console, aligned text for people.
+func newLogger(w io.Writer, level, format string) zerolog.Logger {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
+	}
+	if format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, NoColor: true, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Str("service", "svc").Logger()
 }
@@ -136,7 +170,10 @@ func tuneGC() {
 }
 
 func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
-	log := newLogger(stderr, cfg.LogLevel)
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	for _, w := range append(cfg.Warnings, unknownVariables(os.Environ())...) {
+		log.Warn().Msg(w)
+	}
 	tuneGC()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -146,12 +183,12 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 		if ee, ok := errors.AsType[*exitError](err); ok {
 			return ee
 		}
-		return &exitError{code: 1, err: err}
+		return &exitError{code: exitFailure, err: err}
 	}
 	defer a.Close()
 	conns, err := maxConnsFor(cfg.MaxConns, raiseFileLimit(log))
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return &exitError{code: exitConfig, err: err}
 	}
 	// No WriteTimeout: it would cut the long-polls of GET /v1/holds/{id}?wait=
 	// (up to engine.MaxHoldWait), which end at shutdown instead. No
@@ -172,7 +209,7 @@ func serveUntilDone(ctx context.Context, host string, port, conns int, srv *http
 	log zerolog.Logger, stopping string) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", host, port, err)}
+		return &exitError{code: exitFailure, err: fmt.Errorf("listen on %s:%d: %w", host, port, err)}
 	}
 	if conns > 0 {
 		ln = engine.LimitListener(ln, conns)
@@ -182,7 +219,7 @@ func serveUntilDone(ctx context.Context, host string, port, conns int, srv *http
 	started(ln.Addr().String())
 	select {
 	case err = <-served:
-		return &exitError{code: 1, err: fmt.Errorf("serve: %w", err)}
+		return &exitError{code: exitFailure, err: fmt.Errorf("serve: %w", err)}
 	case <-ctx.Done():
 	}
 	log.Info().Msg(stopping)

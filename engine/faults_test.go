@@ -44,7 +44,9 @@ func (s stuck) Evaluate(ctx context.Context, _ json.RawMessage) (engine.Verdict,
 // hangs are each denied by their own deadline (SVC_OPA_TIMEOUT after their
 // arrival), not one deadline after another, and each deny is on record.
 func TestDecisionsQueuedBehindAStuckEvaluationDenyByTheirDeadline(t *testing.T) {
-	const deadline = 300 * time.Millisecond
+	// One deadline after another would answer the last of n after n
+	// deadlines (4 s), far beyond each one's deadline plus the slack below.
+	const deadline = 500 * time.Millisecond
 	cfg := engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour, Deadline: deadline}
 	p := newPipelineConfig(t, cfg, stuck{timeout: deadline}, nil)
 	const n = 8

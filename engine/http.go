@@ -40,6 +40,7 @@ type Server struct {
 	gate     Gatekeeper              // nil when introspection is off
 	kill     *KillSwitch             // nil: no freeze routes
 	health   func() map[string]any   // extra /healthz fields, may be nil
+	ready    []ReadyCheck            // the checks of /readyz
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
 	watch    *holdWatch              // wakes the long-polls of holds
 	log      zerolog.Logger
@@ -65,6 +66,7 @@ type ServerDeps struct {
 	Gatekeeper Gatekeeper
 	KillSwitch *KillSwitch
 	Health     func() map[string]any
+	Ready      []ReadyCheck
 	Routes     map[string]http.Handler
 	Logger     zerolog.Logger
 }
@@ -72,7 +74,7 @@ type ServerDeps struct {
 // NewServer returns the engine's HTTP server.
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
-		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger,
+		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, ready: deps.Ready, extra: deps.Routes, log: deps.Logger,
 		watch:      newHoldWatch(),
 		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
 		portalLog:  deps.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: portalLogPeriod})}
@@ -82,6 +84,7 @@ func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("POST "+decidePath, s.decideAuth(s.handleDecide))
 	mux.HandleFunc("GET /v1/holds", s.holdsAuth(s.handleListHolds))
 	mux.HandleFunc("GET /v1/holds/{id}", s.holdsAuth(s.handleGetHold))
@@ -93,7 +96,7 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, s.tokenAuth(h.ServeHTTP))
 	}
-	return s.recoverer(securityHeaders(crossOrigin(unrouted(mux))))
+	return s.requestLog(s.recoverer(securityHeaders(s.crossOrigin(routeNoter(unrouted(mux))))))
 }
 
 // unrouted answers a request for no route (404, or 405 for a known path)
@@ -123,12 +126,12 @@ func dropBody(w http.ResponseWriter) {
 // request's Host: net/http's CrossOriginProtection), so that a web page
 // cannot post to an engine it can reach, e.g. on loopback with no token.
 // Clients that are not browsers send neither header and are not affected.
-func crossOrigin(next http.Handler) http.Handler {
+func (s *Server) crossOrigin(next http.Handler) http.Handler {
 	c := http.NewCrossOriginProtection()
 	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body := map[string]any{"error": "forbidden", "reason": "cross_origin_request"}
 		if isDecide(r) {
-			writeRefusal(w, http.StatusForbidden, body)
+			s.refuse(w, r, http.StatusForbidden, body)
 			return
 		}
 		writeJSON(w, http.StatusForbidden, body)
@@ -188,21 +191,26 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 	body, err := s.readBody(w, r)
 	if err != nil {
 		status, code, reason := bodyError(w, err)
-		writeRefusal(w, status, map[string]any{"error": code, "reason": reason})
+		s.refuse(w, r, status, map[string]any{"error": code, "reason": reason})
 		return
 	}
 	env, err := envelope.ParseEnvelope(body)
 	var inv *envelope.InvalidEnvelope
 	switch {
 	case errors.Is(err, envelope.ErrInvalidJSON):
-		writeRefusal(w, http.StatusBadRequest, invalidJSONBody(err))
+		s.refuse(w, r, http.StatusBadRequest, invalidJSONBody(err))
 		return
 	case errors.As(err, &inv):
-		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_envelope",
+		s.refuse(w, r, http.StatusBadRequest, map[string]any{"error": "invalid_envelope",
 			"field": inv.Field, "reason": inv.Reason})
 		return
 	}
 	d, status := s.engine.Decide(r.Context(), Request{Envelope: env, Gate: gate, Received: received})
+	note := noteOf(r)
+	note.decisionID, note.verdict = d.DecisionID, d.Decision
+	s.log.Debug().Str("decision_id", d.DecisionID).Str("verdict", d.Decision).Str("rule", d.Rule).Str("reason", d.Reason).
+		Str("session_id", env.Agent.SessionID).Str("verb", env.Action.Verb).Str("environment", env.Target.Environment).
+		Str("envelope_hash", d.EnvelopeHash).Msg("decision")
 	writeJSON(w, status, d)
 }
 
@@ -285,8 +293,12 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		body["reason"] = e.Message
 	}
 	status := statusOf(e.Code)
-	if status >= http.StatusInternalServerError {
+	switch {
+	case status >= http.StatusInternalServerError:
 		s.log.Error().Err(err).Msg("request failed")
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
+		s.refusedLog.Warn().Int("status", status).Interface("error", body["error"]).Interface("field", body["field"]).
+			Msg("request refused")
 	}
 	writeJSON(w, status, body)
 }

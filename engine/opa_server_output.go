@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -52,17 +53,24 @@ func (o *opaServerOutput) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// line logs one line at the level recordLevel gives it, and reports the
-// outcome of a reload of the pack.
+// line logs one line at the level recordLevel gives it: one of opa's JSON
+// records as a nested object (its fields stay fields for a log pipeline),
+// any other line as a string; and it reports the outcome of a reload of
+// the pack.
 func (o *opaServerOutput) line(b []byte) {
 	s := opaSnippet(b)
 	if s == "" {
 		return
 	}
-	o.log.WithLevel(recordLevel(b)).Str("opa", s).Msg("opa server output")
 	if loadErr, ok := reloadOutcome(b); ok && o.reloaded != nil {
 		o.reloaded(loadErr)
 	}
+	ev := o.log.WithLevel(recordLevel(b))
+	if rec := bytes.TrimSpace(b); len(rec) <= opaMaxSnippet && rec[0] == '{' && utf8.Valid(rec) && json.Valid(rec) {
+		ev.RawJSON("opa", rec).Msg("opa server output")
+		return
+	}
+	ev.Str("opa", s).Msg("opa server output")
 }
 
 // opaRecordMembers are the members of opa's JSON log records svc reads.

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -60,8 +62,11 @@ type Audit struct {
 	// fileGone is set once the removal of the database file has been
 	// logged (noteFileGone). Only the leader touches it.
 	fileGone bool
-	stop     chan struct{} // closed by Close to end the flush loop
-	stopped  chan struct{} // closed when the flush loop has ended
+	// appendErr is the error of the last append to the file, nil once one
+	// succeeds (Writable).
+	appendErr atomic.Pointer[error]
+	stop      chan struct{} // closed by Close to end the flush loop
+	stopped   chan struct{} // closed when the flush loop has ended
 
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when leading becomes false
@@ -157,6 +162,25 @@ func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 		go a.flushLoop(flushEvery)
 	}
 	return a, nil
+}
+
+// Writable checks that the JSONL file, if one is configured, can be
+// appended to: its path opens for appending now (which creates the file if
+// it is missing, as the next append would), and the last append, if any,
+// succeeded. It does not touch the file the leader appends to.
+func (a *Audit) Writable() error {
+	if a.file == nil {
+		return nil
+	}
+	f, err := os.OpenFile(a.file.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open audit log: %w", err)
+	}
+	_ = f.Close() // opened for the check only, nothing written
+	if last := a.appendErr.Load(); last != nil && *last != nil {
+		return fmt.Errorf("the last append failed: %w", *last)
+	}
+	return nil
 }
 
 // Record appends record (marshalled as JSON) under kind and returns once it

@@ -73,6 +73,7 @@ func (a *Audit) appendAsync(batch []*entry) <-chan appended {
 	done := make(chan appended, 1)
 	go func() {
 		size, err := a.file.append(buf)
+		a.appendErr.Store(&err)
 		done <- appended{size, err}
 	}()
 	return done

@@ -187,7 +187,10 @@ func (db *DB) open(ctx context.Context) error {
 }
 
 // createFile creates an empty file at path (SQLite reads an empty file as
-// an empty database) unless one exists, and reports whether it did.
+// an empty database), readable by its owner only (0600, as the audit log:
+// SQLite would create it 0644, and its write-ahead log and shared-memory
+// files take the mode of the database file), unless one exists, and
+// reports whether it did. An existing file keeps the mode it has.
 func createFile(path string) (bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
@@ -324,6 +327,13 @@ func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) error 
 		return err
 	}
 	return db.writeTx(ctx, conn.BeginTx, fn)
+}
+
+// Writable checks that the database takes writes now: it takes the write
+// lock (BEGIN IMMEDIATE) and checks that the file is still the one opened,
+// as every write does, within ctx's deadline, and commits nothing.
+func (db *DB) Writable(ctx context.Context) error {
+	return db.writeWithin(ctx, func(*sql.Tx) error { return nil })
 }
 
 // release restores conn's busy timeout and returns it to the pool, or

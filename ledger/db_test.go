@@ -170,3 +170,27 @@ func TestRemovedDatabaseIsNeverRecreated(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, again)
 }
+
+// TestOpenCreatesPrivateFiles: a new database, its write-ahead log and its
+// shared-memory file are readable by their owner only, as the audit log
+// is; Writable takes the write lock and commits nothing.
+func TestOpenCreatesPrivateFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svc.db")
+	db, err := ledger.Open(context.Background(), path, ledger.DurabilityFull)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	require.NoError(t, db.Writable(context.Background()))
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), p)
+	}
+}
+
+// TestWritableFailsWhenTheFileIsGone: the readiness check of the database
+// fails once its file is removed, as every write then does.
+func TestWritableFailsWhenTheFileIsGone(t *testing.T) {
+	db := openDB(t)
+	require.NoError(t, os.Remove(db.Path()))
+	assert.ErrorContains(t, db.Writable(context.Background()), "missing")
+}

@@ -130,7 +130,8 @@ func TestParseEnvelopeMatchesLegacyRandom(t *testing.T) {
 			accepted++
 		}
 	}
-	require.Greater(t, accepted, 500, "the generator must reach accepted envelopes")
+	// About one in ten: identity fields refuse the generator's control characters.
+	require.Greater(t, accepted, 300, "the generator must reach accepted envelopes")
 }
 
 // envelopeGen writes random envelope-like documents; chaos is the chance
