@@ -14,8 +14,10 @@ import (
 // that its variables are not reported as unknown.
 var settingSets = []map[string]any{serveDefaults, clientDefaults, connectorDefaults}
 
-// otherVariables are SVC_* variables read by the scripts, not by svc.
-var otherVariables = []string{"SVC_VENV"}
+// otherVariables are SVC_* variables read by the scripts, the tests or the
+// in-process LiteLLM module (connector/python), not by svc.
+var otherVariables = []string{"SVC_VENV", "SVC_BIN", "SVC_OPA_BIN", "SVC_E2E_WRITE_CAPTURES",
+	"SVC_CONNECTOR_URL", "SVC_CONNECTOR_CA_FILE"}
 
 // knownVariables returns every SVC_* variable name svc or its scripts read.
 func knownVariables() []string {
