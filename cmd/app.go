@@ -56,6 +56,12 @@ func (a *app) open(ctx context.Context) error {
 	if err := checkFreshDatabase(cfg); err != nil {
 		return err
 	}
+	if err := a.lockDatabase(cfg.HoldsPath); err != nil {
+		return err
+	}
+	if err := checkSchema(ctx, cfg.HoldsPath); err != nil {
+		return err
+	}
 	db, err := ledger.Open(ctx, cfg.HoldsPath, cfg.Durability)
 	if err != nil {
 		return fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)

@@ -68,6 +68,11 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)}
 	}
+	lock, err := lockWriter(ledgerFile(cfg.LedgerPath), "SVC_GATEWAY_LEDGER_PATH")
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	led, err := gwledger.Open(ctx, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
 	if err != nil {
 		return &exitError{code: 1, err: err}
@@ -89,6 +94,15 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 		log.Info().Str("addr", addr).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
 			Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
 	}, log, "svc connector shutting down: finishing requests in flight")
+}
+
+// ledgerFile is the file of the gateway ledger at path, "" when it is in
+// memory.
+func ledgerFile(path string) string {
+	if connector.InMemory(path) {
+		return ""
+	}
+	return path
 }
 
 // buildConnector wires the governor and the HTTP side.

@@ -114,6 +114,8 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newFreezeCommand(),
 		newBenchCommand(),
 		newConnectorCommand(),
+		newMigrateCommand(),
+		newBackupCommand(),
 	)
 	return root
 }

@@ -6,7 +6,9 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"path"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -59,4 +61,38 @@ func migrateOne(ctx context.Context, db *sql.DB, name string) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// MigrationNames returns the base names of the migrations this build
+// applies, in order.
+func MigrationNames() []string {
+	names, _ := fs.Glob(migrations, "migrations/*.sql") // the pattern is valid
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, path.Base(n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// AppliedMigrations returns the base names of the migrations recorded in
+// db's holds_migrations, in order: none for a database svc never opened.
+func AppliedMigrations(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM holds_migrations ORDER BY name`)
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read holds_migrations: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("read holds_migrations: %w", err)
+		}
+		out = append(out, strings.TrimPrefix(name, "migrations/"))
+	}
+	return out, rows.Err()
 }
