@@ -1,0 +1,241 @@
+package cmd_test
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/holds"
+	"github.com/svc-dev/svc/ledger"
+)
+
+// openDB opens the SQLite file at path for a test to read or edit.
+func openDB(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func TestSecondWriterOfADatabaseRefused(t *testing.T) {
+	env := baseEnv(t)
+	first := startEngine(t, env)
+	pid := strconv.Itoa(first.cmd.Process.Pid)
+
+	second := baseEnv(t)
+	second["SVC_HOLDS_PATH"] = env["SVC_HOLDS_PATH"]
+	code, out := runFailing(t, second)
+	assert.Equal(t, 2, code, out)
+	assert.Contains(t, out, "SVC_HOLDS_PATH")
+	assert.Contains(t, out, env["SVC_HOLDS_PATH"])
+	assert.Contains(t, out, "process "+pid)
+
+	// Readers are not blocked by the writer's lock.
+	r := runSvc(t, env, nil, "migrate", "--check")
+	assert.Equal(t, 0, r.code, r.output())
+	r = runSvc(t, env, nil, "backup", "--to", filepath.Join(t.TempDir(), "copy.db"))
+	assert.Equal(t, 0, r.code, r.output())
+	// svc migrate (which writes) is a writer.
+	r = runSvc(t, env, nil, "migrate")
+	assert.Equal(t, 2, r.code, r.output())
+	assert.Contains(t, r.output(), "process "+pid)
+
+	first.stop(t)
+	startEngine(t, second) // the lock goes with its process
+}
+
+func TestSecondConnectorOnALedgerRefused(t *testing.T) {
+	core := startEngine(t, baseEnv(t))
+	env := connectorEnv(t, core.URL)
+	first := startConnector(t, env)
+	r := runSvc(t, env, nil, "connector")
+	assert.Equal(t, 2, r.code, r.output())
+	assert.Contains(t, r.output(), "SVC_GATEWAY_LEDGER_PATH")
+	assert.Contains(t, r.output(), env["SVC_GATEWAY_LEDGER_PATH"])
+	assert.Contains(t, r.output(), "process "+strconv.Itoa(first.cmd.Process.Pid))
+	r = runSvc(t, env, nil, "connector", "ledger")
+	assert.Equal(t, 0, r.code, "svc connector ledger only reads: %s", r.output())
+}
+
+// schemaVersion is this build's version of a part of the schema: the
+// number of its last migration.
+func schemaVersion(names []string) int {
+	n, _ := strconv.Atoi(strings.SplitN(names[len(names)-1], "_", 2)[0])
+	return n
+}
+
+func TestMigrateCheck(t *testing.T) {
+	env := baseEnv(t)
+	p := startEngine(t, env)
+	p.stop(t)
+	lv, hv := schemaVersion(ledger.MigrationNames()), schemaVersion(holds.MigrationNames())
+	current := fmt.Sprintf("schema ledger %d, holds %d", lv, hv)
+
+	r := runSvc(t, env, nil, "migrate", "--check")
+	assert.Equal(t, 0, r.code, r.output())
+	assert.Contains(t, r.stdout, current+", up to date")
+
+	db := openDB(t, env["SVC_HOLDS_PATH"])
+	last := holds.MigrationNames()[len(holds.MigrationNames())-1]
+	_, err := db.Exec(`DELETE FROM holds_migrations WHERE name = ?`, "migrations/"+last)
+	require.NoError(t, err)
+	r = runSvc(t, env, nil, "migrate", "--check")
+	assert.Equal(t, 3, r.code, r.output())
+	assert.Contains(t, r.stdout, "pending holds/"+last)
+	_, err = db.Exec(`INSERT INTO holds_migrations (name, applied_ms) VALUES (?, 0)`, "migrations/"+last)
+	require.NoError(t, err)
+
+	future := fmt.Sprintf("%04d_future.sql", lv+1)
+	_, err = db.Exec(`INSERT INTO migrations (name) VALUES (?)`, "ledger/"+future)
+	require.NoError(t, err)
+	r = runSvc(t, env, nil, "migrate", "--check")
+	assert.Equal(t, 2, r.code, r.output())
+	newer := fmt.Sprintf("schema ledger %d, holds %d", lv+1, hv)
+	assert.Contains(t, r.stderr, newer)
+	assert.Contains(t, r.stderr, "knows "+current)
+	assert.Contains(t, r.stderr, future)
+
+	code, out := runFailing(t, env)
+	assert.Equal(t, 2, code, out)
+	assert.Contains(t, out, newer)
+	assert.Contains(t, out, "knows "+current)
+	r = runSvc(t, env, nil, "migrate")
+	assert.Equal(t, 2, r.code, r.output())
+}
+
+func TestMigrateAppliesPendingMigrations(t *testing.T) {
+	env := baseEnv(t)
+	r := runSvc(t, env, nil, "migrate", "--check")
+	assert.Equal(t, 1, r.code, "no database yet: %s", r.output())
+	r = runSvc(t, env, nil, "migrate")
+	require.Equal(t, 0, r.code, r.output())
+	r = runSvc(t, env, nil, "migrate", "--check")
+	assert.Equal(t, 0, r.code, r.output())
+}
+
+func TestBackupRefusesAnExistingFile(t *testing.T) {
+	env := baseEnv(t)
+	startEngine(t, env)
+	to := filepath.Join(t.TempDir(), "copy.db")
+	require.NoError(t, os.WriteFile(to, []byte("keep me"), 0o600))
+	r := runSvc(t, env, nil, "backup", "--to", to)
+	assert.Equal(t, 1, r.code, r.output())
+	assert.Contains(t, r.stderr, "exists")
+	raw, err := os.ReadFile(to)
+	require.NoError(t, err)
+	assert.Equal(t, "keep me", string(raw))
+	r = runSvc(t, map[string]string{}, nil, "backup", "--to", filepath.Join(t.TempDir(), "x.db"))
+	assert.Equal(t, 2, r.code, r.output())
+	assert.Contains(t, r.stderr, "SVC_HOLDS_PATH")
+}
+
+// loadUntil decides envelopes of sessions of their own from two
+// goroutines until stop is closed, and returns how many were answered.
+func loadUntil(t *testing.T, p *engineProc, stop <-chan struct{}) func() int64 {
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for w := range 2 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := p.decide(t, envelope(map[string]any{"agent.session_id": fmt.Sprintf("load-%d-%d", w, i),
+					"action.verb": "delete", "magnitude.count": 1}))
+				if r.Status == 200 {
+					answered.Add(1)
+				}
+			}
+		})
+	}
+	return func() int64 { wg.Wait(); return answered.Load() }
+}
+
+func TestBackupUnderLoadRestoresIntoAFreshEngine(t *testing.T) {
+	p, env := holdsEngine(t, nil)
+	approved, _ := raiseHold(t, p, nil)
+	require.Equal(t, 200, resolve(t, p, "tok-bob", approved, map[string]any{"decision": "approve"}).Status)
+	pending, _ := raiseHold(t, p, map[string]any{"params.where": "id > 7"})
+	spent := map[string]any{"agent.session_id": "spent", "action.verb": "delete", "magnitude.count": 15}
+	require.Equal(t, "allow", p.decide(t, envelope(spent)).str("decision"))
+
+	stop := make(chan struct{})
+	wait := loadUntil(t, p, stop)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	r := runSvc(t, env, nil, "backup", "--to", backup)
+	close(stop)
+	require.Equal(t, 0, r.code, r.output())
+	require.Positive(t, wait())
+	fi, err := os.Stat(backup)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	// Restore (docs/operations.md): the copy at SVC_HOLDS_PATH of a fresh
+	// engine, checked with svc migrate --check.
+	restored := baseEnv(t)
+	for _, k := range []string{"SVC_AUTH_TOKEN", "SVC_RESOLVER_TOKENS"} {
+		restored[k] = env[k]
+	}
+	raw, err := os.ReadFile(backup)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(restored["SVC_HOLDS_PATH"], raw, 0o600))
+	r = runSvc(t, restored, nil, "migrate", "--check")
+	require.Equal(t, 0, r.code, r.output())
+
+	copyDB := openDB(t, backup)
+	statuses := map[string]string{}
+	rows, err := copyDB.Query(`SELECT id, status FROM holds`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id, status string
+		require.NoError(t, rows.Scan(&id, &status))
+		statuses[id] = status
+	}
+	require.NoError(t, rows.Err())
+	var charges int
+	require.NoError(t, copyDB.QueryRow(`SELECT count(*) FROM charges`).Scan(&charges))
+	require.Equal(t, map[string]string{approved: "approved", pending: "pending"}, statuses)
+
+	q := startEngine(t, restored)
+	for id, status := range statuses {
+		assert.Equal(t, status, q.call(t, "GET", "/v1/holds/"+id, nil).str("status"), id)
+	}
+	// The load's charges came along: each of its sessions has spent one
+	// delete of its budget of 20.
+	loadSessions := map[string]bool{}
+	rows, err = copyDB.Query(`SELECT session_id FROM charges WHERE session_id LIKE 'load-%'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		loadSessions[s] = true
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, charges-1, len(loadSessions), "every charge but spent's is one load session's")
+	for s := range loadSessions {
+		over := q.decide(t, envelope(map[string]any{"agent.session_id": s, "action.verb": "delete", "magnitude.count": 20}))
+		assert.Equal(t, "require_approval", over.str("decision"), "session %s: its charge was restored", s)
+		break
+	}
+
+	d := q.decide(t, resubmission(approved, nil))
+	assert.Equal(t, "allow", d.str("decision"), "%v", d.Body)
+	assert.Equal(t, "deny", q.decide(t, resubmission(approved, nil)).str("decision"), "an approval is spent once")
+	assert.Equal(t, "deny", q.decide(t, resubmission(pending, map[string]any{"params.where": "id > 7"})).str("decision"))
+	spent["magnitude.count"] = 5
+	assert.Equal(t, "allow", q.decide(t, envelope(spent)).str("decision"))
+	spent["magnitude.count"] = 1
+	assert.Equal(t, "require_approval", q.decide(t, envelope(spent)).str("decision"), "the budget kept counting")
+}
