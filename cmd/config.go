@@ -55,6 +55,7 @@ type Config struct {
 	ResolutionPol  string
 	Gate           engine.GateConfig
 	Export         export.Config
+	TLS            TLSConfig // the listener's certificate, the CA of the OPA client, plain HTTP off loopback
 	// Init is --init, never read from the environment or a settings
 	// file: creating a fresh database beside an audit log that already
 	// holds decisions is intended (checkFreshDatabase).
@@ -230,6 +231,7 @@ func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
 			Timeout:      p.seconds("gate_introspection_timeout", time.Millisecond, engine.MaxGateTimeout),
 		},
 	}
+	c.TLS = p.tlsSettings("host", c.Host)
 	p.check(c)
 	c.Warnings = p.warns
 	var err error
@@ -285,8 +287,10 @@ func (p *parser) check(c Config) {
 	if c.OPAMode != "eval" && c.OPAMode != "server" {
 		p.fail("opa_mode", "must be eval or server, got %q", c.OPAMode)
 	}
-	if _, ok := httpURL(c.OPAURL); c.OPAURL != "" && !ok {
+	if u, ok := httpURL(c.OPAURL); c.OPAURL != "" && !ok {
 		p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", redactURL(c.OPAURL))
+	} else {
+		p.serverURL("opa_url", u, c.TLS)
 	}
 	if err := c.Gate.Validate(); err != nil {
 		p.errs = append(p.errs, err)

@@ -90,6 +90,9 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	})
 	// No WriteTimeout: a gateway request may wait SVC_GATEWAY_HOLD_WAIT on a hold.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	if err := listenTLS(hs, cfg.TLS, log); err != nil {
+		return err
+	}
 	return serveUntilDone(ctx, cfg.Host, cfg.Port, 0, hs, func(addr string) {
 		log.Info().Str("addr", addr).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
 			Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
@@ -111,6 +114,7 @@ func buildConnector(cfg ConnectorConfig, tools *connector.ToolMap, tm *tenancy.S
 	counters := &connector.Counters{}
 	m := metrics.NewConnector(connector.CounterNames, counters.Snapshot)
 	decider := connector.NewHTTPDecider(cfg.CoreURL, cfg.CoreToken, cfg.VerifyTLS, cfg.DecideTimeout)
+	decider.UseRootCAs(cfg.TLS.roots)
 	gov := connector.NewGovernor(connector.GovernorConfig{Mode: cfg.Mode, HoldWait: cfg.HoldWait, Decider: decider,
 		Tenancy: tm, Tools: tools, Ledger: led, Counters: counters, Observer: m, Log: log})
 	srv := connector.NewServer(connector.ServerConfig{Token: cfg.Token, Version: Version, CoreURL: cfg.CoreURL.Redacted(),

@@ -52,6 +52,7 @@ type ConnectorConfig struct {
 	Mode           string
 	LogLevel       string
 	Warnings       []string // settings read as their safe default, for the start-up log
+	TLS            TLSConfig
 }
 
 // loadConnectorConfig reads and validates the connector's settings; the
@@ -83,6 +84,8 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 		p.fail("core_url", "must be the engine's http(s) base URL, got %q", redactURL(raw))
 	}
 	c.CoreURL = u
+	c.TLS = p.tlsSettings("connector_host", c.Host)
+	p.serverURL("core_url", u, c.TLS)
 	if c.Token == "" && !c.AllowAnonymous {
 		p.fail("connector_token", "is required: the gateway presents it as x-api-key (set SVC_CONNECTOR_ALLOW_ANONYMOUS=1 to run without one)")
 	}

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +59,15 @@ func NewRESTEvaluator(baseURL string, timeout time.Duration) (*RESTEvaluator, er
 	}
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	return newRESTEvaluator(u, d.DialContext, timeout), nil
+}
+
+// UseRootCAs makes the evaluator trust the authorities of roots (SVC_CA_FILE)
+// rather than the system's when the server's URL is https; nil keeps the
+// system's. Call it before the first query.
+func (e *RESTEvaluator) UseRootCAs(roots *x509.CertPool) {
+	if roots != nil {
+		e.client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	}
 }
 
 // newUnixRESTEvaluator queries an OPA server listening on the unix socket
