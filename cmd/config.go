@@ -55,7 +55,8 @@ type Config struct {
 	ResolutionPol  string
 	Gate           engine.GateConfig
 	Export         export.Config
-	TLS            TLSConfig // the listener's certificate, the CA of the OPA client, plain HTTP off loopback
+	TLS            TLSConfig     // the listener's certificate, the CA of the OPA client, plain HTTP off loopback
+	Retention      time.Duration // SVC_RETENTION_DAYS: the age past which settled holds and audit mirror rows go; 0 keeps them
 	// Init is --init, never read from the environment or a settings
 	// file: creating a fresh database beside an audit log that already
 	// holds decisions is intended (checkFreshDatabase).
@@ -232,6 +233,7 @@ func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
 		},
 	}
 	c.TLS = p.tlsSettings("host", c.Host)
+	c.Retention = p.retention()
 	p.check(c)
 	c.Warnings = p.warns
 	var err error

@@ -79,6 +79,7 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	}
 	defer led.Close()
 	warnings(log, cfg, tm)
+	go retain(ctx, cfg.Retention, log, "gateway ledger", led.Prune)
 	srv, decider := buildConnector(cfg, tools, tm, led, log)
 	defer decider.Close()
 	go tm.Watch(ctx, tenancyPoll, func(changed bool, err error) {

@@ -53,6 +53,7 @@ type ConnectorConfig struct {
 	LogLevel       string
 	Warnings       []string // settings read as their safe default, for the start-up log
 	TLS            TLSConfig
+	Retention      time.Duration // SVC_RETENTION_DAYS: the age past which ledger rows go; 0 keeps them
 }
 
 // loadConnectorConfig reads and validates the connector's settings; the
@@ -85,6 +86,7 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 	}
 	c.CoreURL = u
 	c.TLS = p.tlsSettings("connector_host", c.Host)
+	c.Retention = p.retention()
 	p.serverURL("core_url", u, c.TLS)
 	if c.Token == "" && !c.AllowAnonymous {
 		p.fail("connector_token", "is required: the gateway presents it as x-api-key (set SVC_CONNECTOR_ALLOW_ANONYMOUS=1 to run without one)")

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -238,4 +240,134 @@ func TestBackupUnderLoadRestoresIntoAFreshEngine(t *testing.T) {
 	assert.Equal(t, "allow", q.decide(t, envelope(spent)).str("decision"))
 	spent["magnitude.count"] = 1
 	assert.Equal(t, "require_approval", q.decide(t, envelope(spent)).str("decision"), "the budget kept counting")
+}
+
+func TestEngineRetentionPrunesOldSettledHoldsAtStart(t *testing.T) {
+	p, env := holdsEngine(t, nil)
+	rejected, _ := raiseHold(t, p, nil)
+	require.Equal(t, 200, resolve(t, p, "tok-bob", rejected, map[string]any{"decision": "reject"}).Status)
+	approved, _ := raiseHold(t, p, map[string]any{"params.where": "id > 7"})
+	require.Equal(t, 200, resolve(t, p, "tok-bob", approved, map[string]any{"decision": "approve"}).Status)
+	p.stop(t)
+	// Both were raised 40 days ago; the approval has a long expiry.
+	past := time.Now().Add(-40 * 24 * time.Hour).UnixMilli()
+	db := openDB(t, env["SVC_HOLDS_PATH"])
+	_, err := db.Exec(`UPDATE holds SET created_ms = ?, decided_ms = ?, expires_ms = CASE id WHEN ? THEN ? ELSE ? END`,
+		past, past, approved, time.Now().Add(time.Hour).UnixMilli(), past+1000)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	env["SVC_RETENTION_DAYS"] = "30"
+	q := startEngine(t, env)
+	require.Eventually(t, func() bool {
+		return q.call(t, "GET", "/v1/holds/"+rejected, nil).Status == 404
+	}, 30*time.Second, 50*time.Millisecond, "the old rejected hold is pruned at start:\n%s", q.Logs())
+	assert.Equal(t, "approved", q.call(t, "GET", "/v1/holds/"+approved, nil).str("status"), "an approved hold stays")
+	assert.NotEmpty(t, q.logsWith("retention: pruned"))
+	assert.Equal(t, "allow", q.decide(t, resubmission(approved, map[string]any{"params.where": "id > 7"})).str("decision"))
+}
+
+func TestConnectorRetentionPrunesOldLedgerRows(t *testing.T) {
+	core := startEngine(t, baseEnv(t))
+	env := connectorEnv(t, core.URL)
+	startConnector(t, env).stop(t) // creates the ledger
+	db := openDB(t, env["SVC_GATEWAY_LEDGER_PATH"])
+	for _, ts := range []string{time.Now().Add(-40 * 24 * time.Hour).UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano)} {
+		_, err := db.Exec(`INSERT INTO gateway_ledger (ts, outcome, rule, reason, tool, tool_call_id, enforcement_stage,
+			released_after_approval, transport, mode, enforced, model, classified_by, gateway_call_id)
+			VALUES (?, 'allow', 'r', 'w', 't', ?, 'allowed_at_gateway', 0, 'guardrail_api', 'enforce', 1, 'm', 'c', 'g')`, ts, ts)
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
+	env["SVC_RETENTION_DAYS"] = "30"
+	conn := startConnector(t, env)
+	require.Eventually(t, func() bool {
+		return len(conn.logsWith("retention: pruned")) > 0
+	}, 30*time.Second, 50*time.Millisecond, conn.Logs())
+	r := runSvc(t, env, nil, "connector", "ledger", "-o", "json")
+	require.Equal(t, 0, r.code, r.output())
+	assert.Equal(t, 1, strings.Count(r.stdout, `"tool_call_id"`), "the recent row stays: %s", r.stdout)
+}
+
+// auditDecisions counts the decision records of the JSONL files at paths.
+func auditDecisions(t *testing.T, paths ...string) map[string]int {
+	ids := map[string]int{}
+	for _, path := range paths {
+		for _, rec := range auditLines(t, path) {
+			if rec["event"] == "decision" {
+				ids[rec["decision_id"].(string)]++
+			}
+		}
+	}
+	return ids
+}
+
+// openPaths lists the files process pid holds open.
+func openPaths(t *testing.T, pid int) []string {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
+func TestNoAnsweredDecisionLostAcrossALogRotation(t *testing.T) {
+	env := baseEnv(t)
+	p := startEngine(t, env)
+	path := env["SVC_AUDIT_LOG"]
+	var mu sync.Mutex
+	answered := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := p.decide(t, envelope(map[string]any{"agent.session_id": fmt.Sprintf("rot-%d-%d", w, i)}))
+				if r.Status == 200 {
+					mu.Lock()
+					answered[r.str("decision_id")]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	waitAnswers := func(n int) {
+		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(answered) >= n },
+			60*time.Second, 10*time.Millisecond)
+	}
+	waitAnswers(20)
+	// logrotate's default: rename, then the postrotate SIGHUP.
+	require.NoError(t, os.Rename(path, path+".1"))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	mu.Lock()
+	n := len(answered)
+	mu.Unlock()
+	waitAnswers(n + 20)
+	close(stop)
+	wg.Wait()
+
+	// Idle, a SIGHUP alone reopens the log: the file is back at its path
+	// and the rotated one is no longer held open.
+	require.NoError(t, os.Rename(path, path+".2"))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { _, err := os.Stat(path); return err == nil }, 30*time.Second, 10*time.Millisecond,
+		"svc reopens the log at SIGHUP:\n%s", p.Logs())
+	assert.NotContains(t, openPaths(t, p.cmd.Process.Pid), path+".2")
+	require.NotEmpty(t, p.logsWith("SIGHUP: audit log reopened"))
+	p.stop(t)
+
+	got := auditDecisions(t, path+".1", path+".2", path)
+	assert.Equal(t, answered, got, "every answered decision is in the audit log once, across the rotated files")
+	assert.NotEmpty(t, auditDecisions(t, path+".1"))
+	assert.NotEmpty(t, auditDecisions(t, path+".2"))
 }
