@@ -25,10 +25,13 @@ const maxRetentionDays = 36500
 // first pruning runs at start.
 const retentionEvery = time.Hour
 
+// retentionDefaults is SVC_RETENTION_DAYS, read by `svc serve` and
+// `svc connector`.
+var retentionDefaults = map[string]any{"retention_days": strconv.Itoa(defaultRetentionDays)}
+
 func init() {
-	retention := map[string]any{"retention_days": strconv.Itoa(defaultRetentionDays)}
-	maps.Copy(serveDefaults, retention)
-	maps.Copy(connectorDefaults, retention)
+	maps.Copy(serveDefaults, retentionDefaults)
+	maps.Copy(connectorDefaults, retentionDefaults)
 }
 
 // retention reads SVC_RETENTION_DAYS: 0 keeps every row.
