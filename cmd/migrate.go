@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,7 +77,14 @@ func readSchema(ctx context.Context, db *sql.DB) ([]schemaPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []schemaPart{{"ledger", ledger.MigrationNames(), la}, {"holds", holds.MigrationNames(), ha}}, nil
+	return []schemaPart{{"ledger", migrationNames(ledger.Migrations()), la}, {"holds", migrationNames(holds.Migrations()), ha}}, nil
+}
+
+// migrationNames returns the names of the .sql files of migrations, in
+// order.
+func migrationNames(migrations fs.FS) []string {
+	names, _ := fs.Glob(migrations, "*.sql") // the pattern is valid
+	return names                             // sorted by fs.Glob
 }
 
 // versions renders the schema version of each part, of the database

@@ -3,12 +3,12 @@ package cmd_test
 import (
 	"database/sql"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -69,6 +69,14 @@ func TestSecondConnectorOnALedgerRefused(t *testing.T) {
 	assert.Equal(t, 0, r.code, "svc connector ledger only reads: %s", r.output())
 }
 
+// migrations lists the .sql files of fsys in order.
+func migrations(t *testing.T, fsys fs.FS) []string {
+	names, err := fs.Glob(fsys, "*.sql")
+	require.NoError(t, err)
+	require.NotEmpty(t, names)
+	return names
+}
+
 // schemaVersion is this build's version of a part of the schema: the
 // number of its last migration.
 func schemaVersion(names []string) int {
@@ -80,7 +88,7 @@ func TestMigrateCheck(t *testing.T) {
 	env := baseEnv(t)
 	p := startEngine(t, env)
 	p.stop(t)
-	lv, hv := schemaVersion(ledger.MigrationNames()), schemaVersion(holds.MigrationNames())
+	lv, hv := schemaVersion(migrations(t, ledger.Migrations())), schemaVersion(migrations(t, holds.Migrations()))
 	current := fmt.Sprintf("schema ledger %d, holds %d", lv, hv)
 
 	r := runSvc(t, env, nil, "migrate", "--check")
@@ -88,7 +96,7 @@ func TestMigrateCheck(t *testing.T) {
 	assert.Contains(t, r.stdout, current+", up to date")
 
 	db := openDB(t, env["SVC_HOLDS_PATH"])
-	last := holds.MigrationNames()[len(holds.MigrationNames())-1]
+	last := migrations(t, holds.Migrations())[len(migrations(t, holds.Migrations()))-1]
 	_, err := db.Exec(`DELETE FROM holds_migrations WHERE name = ?`, "migrations/"+last)
 	require.NoError(t, err)
 	r = runSvc(t, env, nil, "migrate", "--check")
@@ -141,28 +149,55 @@ func TestBackupRefusesAnExistingFile(t *testing.T) {
 	assert.Contains(t, r.stderr, "SVC_HOLDS_PATH")
 }
 
-// loadUntil decides envelopes of sessions of their own from two
-// goroutines until stop is closed, and returns how many were answered.
-func loadUntil(t *testing.T, p *engineProc, stop <-chan struct{}) func() int64 {
-	var wg sync.WaitGroup
-	var answered atomic.Int64
-	for w := range 2 {
-		wg.Go(func() {
+// load is decisions sent by a few goroutines until finish, each of a
+// session of its own.
+type load struct {
+	mu       sync.Mutex
+	answered map[string]int // decision id → answers carrying it
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// startLoad decides envelopes made by edits (of the worker and its
+// request number) from workers goroutines.
+func startLoad(t *testing.T, p *engineProc, workers int, edits func(w, i int) map[string]any) *load {
+	l := &load{answered: map[string]int{}, stop: make(chan struct{})}
+	for w := range workers {
+		l.wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
-				case <-stop:
+				case <-l.stop:
 					return
 				default:
 				}
-				r := p.decide(t, envelope(map[string]any{"agent.session_id": fmt.Sprintf("load-%d-%d", w, i),
-					"action.verb": "delete", "magnitude.count": 1}))
-				if r.Status == 200 {
-					answered.Add(1)
+				if r := p.decide(t, envelope(edits(w, i))); r.Status == 200 {
+					l.mu.Lock()
+					l.answered[r.str("decision_id")]++
+					l.mu.Unlock()
 				}
 			}
 		})
 	}
-	return func() int64 { wg.Wait(); return answered.Load() }
+	return l
+}
+
+// count is how many decisions were answered so far.
+func (l *load) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.answered)
+}
+
+// await waits until n decisions were answered.
+func (l *load) await(t *testing.T, n int) {
+	require.Eventually(t, func() bool { return l.count() >= n }, 60*time.Second, 10*time.Millisecond)
+}
+
+// finish stops the load and returns the answered decisions.
+func (l *load) finish() map[string]int {
+	close(l.stop)
+	l.wg.Wait()
+	return l.answered
 }
 
 func TestBackupUnderLoadRestoresIntoAFreshEngine(t *testing.T) {
@@ -173,13 +208,14 @@ func TestBackupUnderLoadRestoresIntoAFreshEngine(t *testing.T) {
 	spent := map[string]any{"agent.session_id": "spent", "action.verb": "delete", "magnitude.count": 15}
 	require.Equal(t, "allow", p.decide(t, envelope(spent)).str("decision"))
 
-	stop := make(chan struct{})
-	wait := loadUntil(t, p, stop)
+	l := startLoad(t, p, 2, func(w, i int) map[string]any {
+		return map[string]any{"agent.session_id": fmt.Sprintf("load-%d-%d", w, i), "action.verb": "delete", "magnitude.count": 1}
+	})
+	l.await(t, 5)
 	backup := filepath.Join(t.TempDir(), "backup.db")
 	r := runSvc(t, env, nil, "backup", "--to", backup)
-	close(stop)
+	require.NotEmpty(t, l.finish())
 	require.Equal(t, 0, r.code, r.output())
-	require.Positive(t, wait())
 	fi, err := os.Stat(backup)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
@@ -320,41 +356,15 @@ func TestNoAnsweredDecisionLostAcrossALogRotation(t *testing.T) {
 	env := baseEnv(t)
 	p := startEngine(t, env)
 	path := env["SVC_AUDIT_LOG"]
-	var mu sync.Mutex
-	answered := map[string]int{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				r := p.decide(t, envelope(map[string]any{"agent.session_id": fmt.Sprintf("rot-%d-%d", w, i)}))
-				if r.Status == 200 {
-					mu.Lock()
-					answered[r.str("decision_id")]++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	waitAnswers := func(n int) {
-		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(answered) >= n },
-			60*time.Second, 10*time.Millisecond)
-	}
-	waitAnswers(20)
+	l := startLoad(t, p, 4, func(w, i int) map[string]any {
+		return map[string]any{"agent.session_id": fmt.Sprintf("rot-%d-%d", w, i)}
+	})
+	l.await(t, 20)
 	// logrotate's default: rename, then the postrotate SIGHUP.
 	require.NoError(t, os.Rename(path, path+".1"))
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
-	mu.Lock()
-	n := len(answered)
-	mu.Unlock()
-	waitAnswers(n + 20)
-	close(stop)
-	wg.Wait()
+	l.await(t, l.count()+20)
+	answered := l.finish()
 
 	// Idle, a SIGHUP alone reopens the log: the file is back at its path
 	// and the rotated one is no longer held open.

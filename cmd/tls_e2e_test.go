@@ -65,12 +65,18 @@ func postTLS(t *testing.T, u, key string, ca *transporttest.CA, body any) respon
 	return out
 }
 
-func TestEngineServesTLSAndItsClientsVerifyIt(t *testing.T) {
+// tlsEngine starts an engine with the adapter token serving a certificate
+// of a new authority, which it returns.
+func tlsEngine(t *testing.T) (*engineProc, map[string]string, *transporttest.CA) {
 	ca := transporttest.NewCA(t, "svc-ca")
 	env := baseEnv(t)
 	env["SVC_AUTH_TOKEN"] = "adapter-token"
 	env["SVC_TLS_CERT_FILE"], env["SVC_TLS_KEY_FILE"] = tlsFiles(t, ca)
-	p := startEngine(t, env)
+	return startEngine(t, env), env, ca
+}
+
+func TestEngineServesTLSAndItsClientsVerifyIt(t *testing.T) {
+	p, env, ca := tlsEngine(t)
 	u := httpsURL(p)
 
 	cli := map[string]string{"SVC_CORE_URL": u, "SVC_CORE_TOKEN": "adapter-token", "SVC_CA_FILE": ca.File}
@@ -98,11 +104,7 @@ func TestEngineServesTLSAndItsClientsVerifyIt(t *testing.T) {
 }
 
 func TestConnectorServesTLSAndVerifiesTheEngine(t *testing.T) {
-	ca := transporttest.NewCA(t, "svc-ca")
-	engineEnv := baseEnv(t)
-	engineEnv["SVC_AUTH_TOKEN"] = "adapter-token"
-	engineEnv["SVC_TLS_CERT_FILE"], engineEnv["SVC_TLS_KEY_FILE"] = tlsFiles(t, ca)
-	engine := startEngine(t, engineEnv)
+	engine, _, ca := tlsEngine(t)
 
 	env := connectorEnv(t, httpsURL(engine))
 	env["SVC_CA_FILE"] = ca.File

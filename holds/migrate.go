@@ -6,7 +6,6 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"path"
 	"sort"
 	"strings"
 	"time"
@@ -63,16 +62,11 @@ func migrateOne(ctx context.Context, db *sql.DB, name string) error {
 	return tx.Commit()
 }
 
-// MigrationNames returns the base names of the migrations this build
-// applies, in order.
-func MigrationNames() []string {
-	names, _ := fs.Glob(migrations, "migrations/*.sql") // the pattern is valid
-	out := make([]string, 0, len(names))
-	for _, n := range names {
-		out = append(out, path.Base(n))
-	}
-	sort.Strings(out)
-	return out
+// Migrations returns the migrations this build applies: one .sql file
+// each, applied in name order.
+func Migrations() fs.FS {
+	sub, _ := fs.Sub(migrations, "migrations") // a valid directory of the embedded files
+	return sub
 }
 
 // AppliedMigrations returns the base names of the migrations recorded in

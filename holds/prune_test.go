@@ -20,11 +20,7 @@ import (
 // stay however old they are.
 func TestPruneSettledDeletesExactlyTheOldSettledHolds(t *testing.T) {
 	ctx := context.Background()
-	db, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "svc.db"), ledger.DurabilityOS)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = holds.NewStore(ctx, db.SQL())
-	require.NoError(t, err)
+	db := storeDB(t)
 
 	cut := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	old, recent := cut.Add(-48*time.Hour), cut.Add(time.Hour)
@@ -66,6 +62,16 @@ func TestPruneSettledDeletesExactlyTheOldSettledHolds(t *testing.T) {
 		"recent-expired", "old-but-consumed-after-cut", "old-but-rejected-after-cut"}, holdIDs(t, db.SQL()))
 }
 
+// storeDB opens a database with the hold store's tables.
+func storeDB(t *testing.T) *ledger.DB {
+	db, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "svc.db"), ledger.DurabilityOS)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = holds.NewStore(context.Background(), db.SQL())
+	require.NoError(t, err)
+	return db
+}
+
 func holdIDs(t *testing.T, db *sql.DB) []string {
 	rows, err := db.Query(`SELECT id FROM holds`)
 	require.NoError(t, err)
@@ -84,11 +90,7 @@ func holdIDs(t *testing.T, db *sql.DB) []string {
 // all go, a batch at a time.
 func TestPruneSettledInSmallBatches(t *testing.T) {
 	ctx := context.Background()
-	db, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "svc.db"), ledger.DurabilityOS)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = holds.NewStore(ctx, db.SQL())
-	require.NoError(t, err)
+	db := storeDB(t)
 	total := 2*ledger.PruneBatchRows + 7
 	tx, err := db.SQL().Begin()
 	require.NoError(t, err)

@@ -33,7 +33,7 @@ func Backup(ctx context.Context, path, to string) error {
 	if err := vacuumInto(ctx, path, name); err != nil {
 		return err
 	}
-	if err := syncFile(name); err != nil {
+	if err := syncDir(name); err != nil { // opens and syncs a file as it does a directory
 		return fmt.Errorf("backup to %s: %w", to, err)
 	}
 	if err := os.Link(name, to); err != nil {
@@ -66,14 +66,4 @@ func vacuumInto(ctx context.Context, path, to string) error {
 		return fmt.Errorf("check backup: %w: %s", errors.New("quick_check failed"), result)
 	}
 	return nil
-}
-
-// syncFile flushes the file at path to disk.
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	return f.Sync()
 }

@@ -5,21 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
-	"path/filepath"
-	"sort"
 	"strings"
 )
 
-// MigrationNames returns the base names of the migrations this build
-// applies, in order.
-func MigrationNames() []string {
-	names, _ := fs.Glob(migrationFS, "migrations/*.sql") // the pattern is valid
-	out := make([]string, 0, len(names))
-	for _, n := range names {
-		out = append(out, filepath.Base(n))
-	}
-	sort.Strings(out)
-	return out
+// Migrations returns the migrations this build applies: one .sql file
+// each, applied in name order.
+func Migrations() fs.FS {
+	sub, _ := fs.Sub(migrationFS, "migrations") // a valid directory of the embedded files
+	return sub
 }
 
 // AppliedMigrations returns the base names of the ledger migrations
