@@ -43,6 +43,9 @@ func openApp(ctx context.Context, cfg Config, log zerolog.Logger) (*app, error) 
 
 func (a *app) open(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
+	if err := a.lockDatabase(ctx, cfg.HoldsPath); err != nil {
+		return err
+	}
 	policyDir, err := a.policyDir()
 	if err != nil {
 		return err
@@ -55,12 +58,6 @@ func (a *app) open(ctx context.Context) error {
 		return err
 	}
 	if err := checkFreshDatabase(cfg); err != nil {
-		return err
-	}
-	if err := a.lockDatabase(cfg.HoldsPath); err != nil {
-		return err
-	}
-	if err := checkSchema(ctx, cfg.HoldsPath); err != nil {
 		return err
 	}
 	db, err := ledger.Open(ctx, cfg.HoldsPath, cfg.Durability)

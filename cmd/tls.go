@@ -92,5 +92,6 @@ func listenTLS(srv *http.Server, c TLSConfig, log zerolog.Logger) error {
 		return &exitError{code: exitConfig, err: err}
 	}
 	srv.TLSConfig = transport.ServerConfig(cert)
+	log.Info().Str("cert_file", c.CertFile).Msg("the listener serves TLS; the certificate files are read again when they change")
 	return nil
 }

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -25,12 +26,13 @@ func lockWriter(path, variable string) (*ledger.WriterLock, error) {
 	return l, nil
 }
 
-// lockDatabase takes the writer lock of SVC_HOLDS_PATH until a is closed.
-func (a *app) lockDatabase(path string) error {
+// lockDatabase takes the writer lock of SVC_HOLDS_PATH until a is closed,
+// and refuses a database a newer svc wrote, before anything else starts.
+func (a *app) lockDatabase(ctx context.Context, path string) error {
 	l, err := lockWriter(path, "SVC_HOLDS_PATH")
 	if err != nil {
 		return err
 	}
 	a.closers = append(a.closers, l.Close)
-	return nil
+	return checkSchema(ctx, path)
 }
