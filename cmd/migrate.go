@@ -205,8 +205,12 @@ func migrateCheck(ctx context.Context, path string, out io.Writer) error {
 	return failure(err)
 }
 
-// migrateApply applies the pending migrations under the writer lock.
+// migrateApply applies the pending migrations of the existing database at
+// path under the writer lock.
 func migrateApply(ctx context.Context, path string, d ledger.Durability, out io.Writer) error {
+	if ok, err := ledger.Exists(path); err != nil || !ok {
+		return failure(errors.Join(err, fmt.Errorf("SVC_HOLDS_PATH: no database at %s (svc serve creates one)", path)))
+	}
 	lock, err := lockWriter(path, "SVC_HOLDS_PATH")
 	if err != nil {
 		return err

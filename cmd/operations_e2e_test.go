@@ -128,9 +128,31 @@ func TestMigrateAppliesPendingMigrations(t *testing.T) {
 	r := runSvc(t, env, nil, "migrate", "--check")
 	assert.Equal(t, 1, r.code, "no database yet: %s", r.output())
 	r = runSvc(t, env, nil, "migrate")
+	assert.Equal(t, 1, r.code, "svc migrate creates no database: %s", r.output())
+	assert.Contains(t, r.stderr, "no database at")
+
+	// A database of an old svc: the first ledger migration only.
+	first := migrations(t, ledger.Migrations())[0]
+	body, err := fs.ReadFile(ledger.Migrations(), first)
+	require.NoError(t, err)
+	db := openDB(t, env["SVC_HOLDS_PATH"])
+	for _, stmt := range []string{`CREATE TABLE migrations (name TEXT PRIMARY KEY)`, string(body),
+		`INSERT INTO migrations (name) VALUES ('ledger/` + first + `')`} {
+		_, err := db.Exec(stmt)
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
+
+	r = runSvc(t, env, nil, "migrate", "--check")
+	assert.Equal(t, 3, r.code, r.output())
+	assert.Contains(t, r.stdout, "needs migrating")
+	assert.Contains(t, r.stdout, "holds/"+migrations(t, holds.Migrations())[0])
+	r = runSvc(t, env, nil, "migrate")
 	require.Equal(t, 0, r.code, r.output())
 	r = runSvc(t, env, nil, "migrate", "--check")
 	assert.Equal(t, 0, r.code, r.output())
+	p := startEngine(t, env)
+	assert.Equal(t, "allow", p.decide(t, envelope(nil)).str("decision"))
 }
 
 func TestBackupRefusesAnExistingFile(t *testing.T) {

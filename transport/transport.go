@@ -78,10 +78,10 @@ type Certificate struct {
 	certFile, keyFile string
 	onError           func(error) // told of a change that does not load
 
-	mu     sync.Mutex
-	cert   *tls.Certificate
-	stamp  [2]fileStamp
-	failed [2]fileStamp // the stamp of the last change that did not load, reported once
+	mu       sync.Mutex
+	cert     *tls.Certificate
+	stamp    [2]fileStamp
+	reported string // the error of the last reload that failed, reported once
 }
 
 // fileStamp is what tells that a file changed.
@@ -134,11 +134,13 @@ func (c *Certificate) reload() error {
 func (c *Certificate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.reload(); err != nil && c.onError != nil {
-		if stamp, _ := c.stamps(); stamp != c.failed {
-			c.failed = stamp
-			c.onError(fmt.Errorf("%w; the previous certificate stays in service", err))
-		}
+	err := c.reload()
+	switch {
+	case err == nil:
+		c.reported = ""
+	case err.Error() != c.reported && c.onError != nil:
+		c.reported = err.Error()
+		c.onError(fmt.Errorf("%w; the previous certificate stays in service", err))
 	}
 	return c.cert, nil
 }
