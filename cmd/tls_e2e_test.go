@@ -99,6 +99,11 @@ func TestEngineServesTLSAndItsClientsVerifyIt(t *testing.T) {
 	resp.Body.Close()
 
 	assert.EqualValues(t, 1, servedSerial(t, u, ca))
+	roots, err := transport.RootCAs(ca.File)
+	require.NoError(t, err)
+	old := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11} //nolint:gosec // the old client under test
+	_, err = tls.Dial("tcp", strings.TrimPrefix(u, "https://"), old)
+	assert.ErrorContains(t, err, "protocol version", "TLS 1.1 is refused")
 	ca.WritePair(t, 2, env["SVC_TLS_CERT_FILE"], env["SVC_TLS_KEY_FILE"])
 	assert.EqualValues(t, 2, servedSerial(t, u, ca), "the renewed certificate serves the next handshake, without a restart")
 }
