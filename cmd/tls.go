@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"crypto/x509"
+	stdlog "log"
 	"maps"
 	"net/http"
 	"net/url"
@@ -92,6 +93,9 @@ func listenTLS(srv *http.Server, c TLSConfig, log zerolog.Logger) error {
 		return &exitError{code: exitConfig, err: err}
 	}
 	srv.TLSConfig = transport.ServerConfig(cert)
+	// A failed handshake (a client that does not trust the certificate, a
+	// TLS 1.1 client) is logged by net/http: as a JSON line, like the rest.
+	srv.ErrorLog = stdlog.New(log.With().Str("component", "http").Logger(), "", 0)
 	log.Info().Str("cert_file", c.CertFile).Msg("the listener serves TLS; the certificate files are read again when they change")
 	return nil
 }
