@@ -104,6 +104,9 @@ func TestEngineServesTLSAndItsClientsVerifyIt(t *testing.T) {
 	old := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11} //nolint:gosec // the old client under test
 	_, err = tls.Dial("tcp", strings.TrimPrefix(u, "https://"), old)
 	assert.ErrorContains(t, err, "protocol version", "TLS 1.1 is refused")
+	require.Eventually(t, func() bool {
+		return strings.Contains(p.Logs(), `"component":"http"`) && strings.Contains(p.Logs(), "unsupported versions")
+	}, 30*time.Second, 10*time.Millisecond, "the refused handshake is logged as JSON:\n%s", p.Logs())
 	ca.WritePair(t, 2, env["SVC_TLS_CERT_FILE"], env["SVC_TLS_KEY_FILE"])
 	assert.EqualValues(t, 2, servedSerial(t, u, ca), "the renewed certificate serves the next handshake, without a restart")
 }
