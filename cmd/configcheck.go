@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,7 +63,7 @@ func newConfigCheckCommand() *cobra.Command {
 				bad = check().print(c.OutOrStdout(), c.ErrOrStderr(), name) || bad
 			}
 			if bad {
-				return &exitError{code: exitConfig}
+				return &exitError{code: exitConfig, err: errors.New("")} // each problem is printed already
 			}
 			return nil
 		},
