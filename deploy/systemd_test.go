@@ -194,4 +194,14 @@ func TestSystemdCommandLinesRunByHand(t *testing.T) {
 	var verdict map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&verdict))
 	assert.Equal(t, map[string]any{"action": "NONE"}, verdict, "a read by a key the example tenancy map binds\n%s", conn.Output())
+
+	// docker-compose.yml's health checks of both, run against them.
+	for service, addr := range map[string]string{"svc": strings.TrimPrefix(engineURL, "http://"), "connector": conn.servingAddr(t, "svc connector serving")} {
+		check := stringList(t, loadCompose(t).service(t, service)["healthcheck"].(map[string]any)["test"])
+		require.Equal(t, "/usr/local/bin/svc", check[1], service)
+		args := strings.Split(strings.ReplaceAll(strings.Join(check[2:], "\x00"), "127.0.0.1:8080", addr), "\x00")
+		require.NotEqual(t, check[2:], args, "the check probes port 8080 on loopback")
+		code, out := runCmd(t, baseEnviron(), svcBin, args...)
+		assert.Equal(t, 0, code, "the compose health check of %s: %s", service, out)
+	}
 }
