@@ -204,3 +204,27 @@ func TestEngineVerifiesAnOPAServedOverTLS(t *testing.T) {
 	p := startEngine(t, env)
 	assert.Equal(t, "allow", p.decide(t, envelope(nil)).str("decision"))
 }
+
+// TestConfigCheckNamesTheOperationsSettings: svc config check reports the
+// TLS, plain-HTTP and retention problems with the others, for both
+// processes.
+func TestConfigCheckNamesTheOperationsSettings(t *testing.T) {
+	dir := t.TempDir()
+	bad := map[string]string{"SVC_HOST": "0.0.0.0", "SVC_TLS_KEY_FILE": filepath.Join(dir, "key.pem"),
+		"SVC_RETENTION_DAYS": "-1", "SVC_CA_FILE": filepath.Join(dir, "no-ca.pem"), "SVC_OPA_URL": "http://opa.internal:8181"}
+	r := runSvc(t, bad, nil, "config", "check")
+	assert.Equal(t, 2, r.code, r.output())
+	for _, name := range []string{"SVC_TLS_CERT_FILE", "SVC_RETENTION_DAYS", "SVC_CA_FILE", "SVC_OPA_URL"} {
+		assert.Regexp(t, `(?m)^svc: serve: (invalid )?`+name+`: `, r.stderr, "every problem is named")
+	}
+
+	conn := map[string]string{"SVC_CONNECTOR_HOST": "0.0.0.0", "SVC_CONNECTOR_TOKEN": "t", "SVC_CORE_URL": "http://engine.internal:8080"}
+	r = runSvc(t, conn, nil, "config", "check", "connector")
+	assert.Equal(t, 2, r.code, r.output())
+	for _, name := range []string{"SVC_CONNECTOR_HOST", "SVC_CORE_URL"} {
+		assert.Regexp(t, `(?m)^svc: connector: (invalid )?`+name+`: .*SVC_ALLOW_PLAINTEXT`, r.stderr)
+	}
+	conn["SVC_ALLOW_PLAINTEXT"] = "1"
+	r = runSvc(t, conn, nil, "config", "check", "connector")
+	assert.Equal(t, 0, r.code, r.output())
+}
