@@ -16,13 +16,17 @@ import (
 )
 
 // clientDefaults are the adapter-to-engine settings of spec §5.
-var clientDefaults = map[string]any{"core_url": "", "core_token": "", "verify_ssl": "true", "client_timeout": "30"}
+var clientDefaults = map[string]any{"core_url": "", "core_token": "", "verify_ssl": "true", "client_timeout": "30",
+	"public_url": ""}
 
 // client talks to a running engine at SVC_CORE_URL with SVC_CORE_TOKEN.
 type client struct {
 	base  *url.URL
 	token string
 	http  *http.Client
+	// public is SVC_PUBLIC_URL, the base of the holds' web pages; ""
+	// prints none.
+	public string
 }
 
 // newClient reads the client settings; a warning about them goes to warn.
@@ -31,6 +35,7 @@ func newClient(warn io.Writer) (*client, error) {
 	raw := p.str("core_url")
 	verify := p.safetySwitch("verify_ssl")
 	timeout := p.seconds("client_timeout", time.Second, time.Hour)
+	public := p.publicURL()
 	if err := p.first(); err != nil {
 		return nil, err
 	}
@@ -43,7 +48,8 @@ func newClient(warn io.Writer) (*client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !verify} //nolint:gosec // explicit opt-out
-	return &client{base: u, token: p.str("core_token"), http: &http.Client{Transport: tr, Timeout: timeout}}, nil
+	return &client{base: u, token: p.str("core_token"), http: &http.Client{Transport: tr, Timeout: timeout},
+		public: public}, nil
 }
 
 // apiError is an engine answer other than 2xx.

@@ -75,7 +75,7 @@ func newHoldsListCommand() *cobra.Command {
 		if out.format == "json" {
 			return writeIndented(w, page)
 		}
-		if err := holdsTable(w, page.Items, time.Now()); err != nil {
+		if err := holdsTable(w, page.Items, time.Now(), cl.public); err != nil {
 			return err
 		}
 		return moreHolds(w, page)
@@ -144,7 +144,7 @@ func newHoldsShowCommand() *cobra.Command {
 			if _, err := cl.do(ctx, "GET", "/v1/holds/"+url.PathEscape(args[0]), nil, &h); err != nil {
 				return err
 			}
-			return printHold(w, out.format, h)
+			return printHold(w, out.format, h, cl.public)
 		})(c, args)
 	}
 	out.register(c)
@@ -189,7 +189,7 @@ func newHoldsResolveCommand(use, fixed string) *cobra.Command {
 			if _, err := cl.do(ctx, "POST", "/v1/holds/"+url.PathEscape(args[0])+"/resolve", body, &h); err != nil {
 				return err
 			}
-			return printHold(w, out.format, h)
+			return printHold(w, out.format, h, cl.public)
 		})(c, args)
 	}
 	out.register(c)
