@@ -27,7 +27,9 @@ type Events struct {
 var _ engine.Publisher = (*Events)(nil)
 
 // NewEvents returns an Events with no stream open.
-func NewEvents() *Events { return &Events{subs: map[chan string]struct{}{}, closed: make(chan struct{})} }
+func NewEvents() *Events {
+	return &Events{subs: map[chan string]struct{}{}, closed: make(chan struct{})}
+}
 
 // Publish implements engine.Publisher: a hold event wakes the open lists.
 func (l *Events) Publish(ev engine.Event) {
@@ -67,7 +69,6 @@ func (l *Events) notify(typ string) {
 		}
 	}
 }
-
 
 // handleEvents streams server-sent events to a list page: event "holds"
 // when a hold is created, resolved or expires in this process.
