@@ -81,7 +81,7 @@ func newHoldsListCommand() *cobra.Command {
 		return moreHolds(w, page)
 	})
 	out.register(c)
-	c.Flags().StringVar(&q.status, "status", engine.HoldPending, "pending, approved, rejected, expired, consumed or all")
+	c.Flags().StringVar(&q.status, "status", engine.HoldPending, "pending, approved, rejected, expired, consumed, settled (all but pending) or all")
 	c.Flags().IntVar(&q.limit, "limit", engine.DefaultHoldLimit, "page size (1-1000)")
 	c.Flags().StringVar(&q.cursor, "cursor", "", "`next_cursor` of the previous page, to list the next one")
 	c.Flags().BoolVar(&q.allPages, "all-pages", false, "follow next_cursor until the last page")

@@ -1,6 +1,8 @@
 package inbox
 
 import (
+	"crypto/tls"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -108,5 +110,33 @@ func TestLocalNext(t *testing.T) {
 		"/ui/x\r\nSet-Cookie: a=b": "/ui/inbox",
 	} {
 		assert.Equal(t, want, localNext(next), next)
+	}
+}
+
+func TestCookiesSecureUnderTLS(t *testing.T) {
+	for name, tt := range map[string]struct {
+		tls    bool
+		public string
+		secure bool
+	}{
+		"plain HTTP":            {},
+		"TLS":                   {tls: true, secure: true},
+		"https public URL":      {public: "https://svc.example.com", secure: true},
+		"http public URL, TLS":  {tls: true, public: "http://svc.example.com", secure: true},
+		"http public URL alone": {public: "http://svc.example.com"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := &App{cfg: Config{PublicURL: tt.public}}
+			r := httptest.NewRequest("GET", "/ui/signin", nil)
+			if tt.tls {
+				r.TLS = &tls.ConnectionState{}
+			}
+			w := httptest.NewRecorder()
+			a.setCookie(w, r, sessionCookie, "v", 60)
+			c := w.Result().Cookies()[0]
+			assert.Equal(t, tt.secure, c.Secure)
+			assert.True(t, c.HttpOnly)
+			assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
+		})
 	}
 }
