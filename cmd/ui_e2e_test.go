@@ -189,6 +189,14 @@ func TestUIDecideAHold(t *testing.T) {
 	assert.Equal(t, 403, r.Status, "no CSRF token")
 	assert.Contains(t, r.Body, "CSRF token is missing")
 	assert.Equal(t, "pending", p.call(t, "GET", "/v1/holds/"+id, nil).str("status"))
+	r = c.post("/ui/holds/"+id+"/resolve", url.Values{"decision": {"approve"}, "csrf": {csrfOf(t, hold.Body)},
+		"note": {strings.Repeat("n", 1025)}})
+	assert.Equal(t, 400, r.Status, "a note over 1024 bytes, refused as the API refuses its reason")
+	assert.Contains(t, r.Body, "note: at most 1024 bytes")
+	r = c.post("/ui/holds/"+id+"/resolve", url.Values{"decision": {"approve"}, "csrf": {csrfOf(t, hold.Body)},
+		"note": {strings.Repeat("n", 20<<10)}})
+	assert.Equal(t, 400, r.Status, "a form over 16 KiB")
+	assert.Equal(t, "pending", p.call(t, "GET", "/v1/holds/"+id, nil).str("status"))
 
 	woken := make(chan response, 1)
 	go func() { woken <- p.call(t, "GET", "/v1/holds/"+id+"?wait=120", nil) }()

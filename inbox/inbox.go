@@ -229,10 +229,32 @@ func localNext(next string) string {
 	return next
 }
 
-// readForm parses a posted form of at most maxFormBytes.
+// formTimeout bounds the read of a form's body.
+const formTimeout = 10 * time.Second
+
+// readForm parses a posted form of at most maxFormBytes, received within
+// formTimeout.
 func readForm(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(formTimeout)) // unsupported only by test recorders
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	return r.ParseForm()
+}
+
+// postedForm reads the form of a post of the signed-in person v and checks
+// its CSRF token, answering the request and reporting false when either
+// fails.
+func (a *App) postedForm(w http.ResponseWriter, r *http.Request, v *viewer) bool {
+	if err := readForm(w, r); err != nil {
+		a.fail(w, r, v, http.StatusBadRequest, "Form refused", "The form could not be read: "+err.Error()+".")
+		return false
+	}
+	if !checkCSRF(r, v) {
+		a.csrfRefused(w, r, v)
+		return false
+	}
+	return true
 }
 
 // checkCSRF reports whether the form's csrf field is the session's token.
@@ -250,8 +272,7 @@ func (a *App) csrfRefused(w http.ResponseWriter, r *http.Request, v *viewer) {
 // handleSignout ends the session.
 func (a *App) handleSignout(w http.ResponseWriter, r *http.Request) {
 	v := viewerOf(r)
-	if err := readForm(w, r); err != nil || !checkCSRF(r, v) {
-		a.csrfRefused(w, r, v)
+	if !a.postedForm(w, r, v) {
 		return
 	}
 	a.sessions.end(v.session.id)

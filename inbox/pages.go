@@ -237,8 +237,7 @@ func pretty(v any) string {
 // POST /v1/holds/{id}/resolve does; the note is the resolution's reason.
 func (a *App) handleResolve(w http.ResponseWriter, r *http.Request) {
 	v := viewerOf(r)
-	if err := readForm(w, r); err != nil || !checkCSRF(r, v) {
-		a.csrfRefused(w, r, v)
+	if !a.postedForm(w, r, v) {
 		return
 	}
 	id := r.PathValue("id")

@@ -45,6 +45,7 @@ func (a *App) handleSigninPage(w http.ResponseWriter, r *http.Request) {
 // per client address, CSRF-checked (double submit), the operator token
 // refused, the token looked up as the API looks it up.
 func (a *App) handleSignin(w http.ResponseWriter, r *http.Request) {
+	formErr := readForm(w, r)
 	again := func(status int, problem string) {
 		a.render(w, status, "signin", signinView{CSRF: a.signinCSRF(w, r), Next: localNext(r.PostFormValue("next")),
 			Problem: problem})
@@ -56,8 +57,12 @@ func (a *App) handleSignin(w http.ResponseWriter, r *http.Request) {
 			" seconds and try again.")
 		return
 	}
+	if formErr != nil {
+		again(http.StatusBadRequest, "The form could not be read: "+formErr.Error()+".")
+		return
+	}
 	c, _ := r.Cookie(signinCookie) // nil when absent
-	if err := readForm(w, r); err != nil || c == nil || !sameSecret(r.PostFormValue("csrf"), c.Value) {
+	if c == nil || !sameSecret(r.PostFormValue("csrf"), c.Value) {
 		again(http.StatusForbidden, "This form's CSRF token is missing or does not match: nothing was done. Try again.")
 		return
 	}
