@@ -89,7 +89,7 @@ func (a *app) open(ctx context.Context) error {
 	}
 	observer, metricsHandler := newMetrics(store, a.exporter, eval)
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
-		Terminal: resolver.Terminal, HoldLink: holdLink(cfg.PublicURL)},
+		Terminal: resolver.Terminal, HoldLink: holdLink(cfg)},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
 			Publisher: pub, Observer: observer, Logger: log})
 	if err != nil {
@@ -151,12 +151,12 @@ func (f fanout) Publish(ev engine.Event) {
 }
 
 // holdLink returns the web page of a hold under SVC_PUBLIC_URL, nil when
-// it is unset.
-func holdLink(public string) func(id string) string {
-	if public == "" {
+// it is unset or the web app is off (there is no page to link to).
+func holdLink(cfg Config) func(id string) string {
+	if cfg.PublicURL == "" || !cfg.UIEnabled {
 		return nil
 	}
-	return func(id string) string { return inbox.HoldURL(public, id) }
+	return func(id string) string { return inbox.HoldURL(cfg.PublicURL, id) }
 }
 
 // packStatuser is an evaluator that can tell that the pack it decides with

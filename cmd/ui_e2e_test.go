@@ -362,6 +362,12 @@ func TestUIPublicURLLinks(t *testing.T) {
 	ev := sink.waitWhere(t, "hold.resolved", func(ev map[string]any) bool { return ev["hold_id"] == id })
 	assert.Equal(t, "not today", ev["reason"])
 
+	off, _ := uiEngine(t, map[string]string{"SVC_PUBLIC_URL": "https://approvals.example.com",
+		"SVC_UI_ENABLED": "false", "SVC_WEBHOOK_URL": hook, "SVC_WEBHOOK_SECRET": "hook-secret"})
+	offID, _ := raiseHold(t, off, nil)
+	created = sink.waitWhere(t, "hold.created", func(ev map[string]any) bool { return ev["hold_id"] == offID })
+	assert.NotContains(t, created, "url", "no page to link to when the web app is off")
+
 	bad := baseEnv(t)
 	bad["SVC_PUBLIC_URL"] = "approvals.example.com"
 	code, msg := runFailing(t, bad)

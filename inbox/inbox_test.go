@@ -140,3 +140,28 @@ func TestCookiesSecureUnderTLS(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSessionCookie checks that no cookie value but the one issued opens
+// the session, and that none makes lookup panic.
+func FuzzSessionCookie(f *testing.F) {
+	s := newSessions(time.Hour)
+	se, err := s.open("tok", t0)
+	require.NoError(f, err)
+	issued := s.cookieValue(se)
+	f.Add(issued)
+	f.Add("")
+	f.Add("a.b.c")
+	f.Add(se.id + ".-1." + strings.Repeat("A", 43))
+	parts := strings.Split(issued, ".")
+	f.Add(parts[0] + ".0" + parts[1] + "." + parts[2])
+	f.Add(parts[0] + ".+" + parts[1] + "." + parts[2])
+	f.Fuzz(func(t *testing.T, value string) {
+		got, ok := s.lookup(value, t0)
+		if value != issued {
+			assert.False(t, ok, "a cookie never issued")
+			return
+		}
+		assert.True(t, ok)
+		assert.Equal(t, se.id, got.id)
+	})
+}

@@ -111,7 +111,7 @@ func (s *sessions) lookup(value string, now time.Time) (*session, bool) {
 		return nil, false
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || !hmac.Equal([]byte(parts[2]), []byte(s.sign(parts[0], exp))) || now.Unix() >= exp {
+	if err != nil || parts[1] != strconv.FormatInt(exp, 10) || !hmac.Equal([]byte(parts[2]), []byte(s.sign(parts[0], exp))) || now.Unix() >= exp {
 		return nil, false
 	}
 	s.mu.Lock()
