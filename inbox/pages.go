@@ -43,7 +43,6 @@ type link struct {
 type listView struct {
 	Viewer  *viewer
 	Kind    listKind
-	Status  string
 	Filters []link
 	Orders  []link
 	Rows    []holdRow
@@ -77,7 +76,7 @@ func (a *App) listPage(kind listKind) http.HandlerFunc {
 			a.failErr(w, r, v, err)
 			return
 		}
-		view := listView{Viewer: v, Kind: kind, Status: q.Status, Live: true}
+		view := listView{Viewer: v, Kind: kind, Live: true}
 		for _, h := range page.Items {
 			view.Rows = append(view.Rows, rowOf(h, now))
 		}
