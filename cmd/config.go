@@ -58,6 +58,8 @@ type Config struct {
 	Export         export.Config
 	TLS            TLSConfig     // the listener's certificate, the CA of the OPA client, plain HTTP off loopback
 	Retention      time.Duration // SVC_RETENTION_DAYS: the age past which settled holds and audit mirror rows go; 0 keeps them
+	UIEnabled      bool          // SVC_UI_ENABLED: serve the reviewers' web app under /ui/
+	PublicURL      string        // SVC_PUBLIC_URL: the engine's base URL as reviewers reach it, no trailing "/"; "" unset
 	// Init is --init, never read from the environment or a settings
 	// file: creating a fresh database beside an audit log that already
 	// holds decisions is intended (checkFreshDatabase).
@@ -81,6 +83,7 @@ var serveDefaults = map[string]any{
 	"syslog_tls_ca": "", "webhook_url": "", "webhook_queue_size": strconv.Itoa(export.DefaultQueueSize),
 	"syslog_max_message": strconv.Itoa(export.DefaultMaxMessage),
 	"webhook_secret":     "",
+	"ui_enabled":         "true", "public_url": "",
 }
 
 // newViper returns a viper reading SVC_* variables with every default set.
@@ -233,6 +236,8 @@ func parseConfig(v *viper.Viper, flags map[string]string) (Config, *parser, erro
 		ResolverTokens: p.str("resolver_tokens"),
 		RequireVerify:  p.safetySwitch("require_verified_approver"),
 		ResolutionPol:  p.str("resolution_policy"),
+		UIEnabled:      p.boolean("ui_enabled"),
+		PublicURL:      p.publicURL(),
 		Gate: engine.GateConfig{
 			URL:          p.str("gate_introspection_url"),
 			Auth:         p.str("gate_introspection_auth"),
@@ -248,6 +253,22 @@ func parseConfig(v *viper.Viper, flags map[string]string) (Config, *parser, erro
 	var err error
 	c.Export, err = readExport(v)
 	return c, p, err
+}
+
+// publicURL reads SVC_PUBLIC_URL: empty, or an absolute http(s) URL with
+// no query, fragment or user information; a trailing "/" is dropped.
+func (p *parser) publicURL() string {
+	raw := p.str("public_url")
+	if raw == "" {
+		return ""
+	}
+	u, ok := httpURL(raw)
+	if !ok || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.HasSuffix(u.Host, ":") {
+		p.fail("public_url", "must be the http(s) base URL reviewers reach the engine at, without query, fragment or password, e.g. https://svc.example.com, got %q",
+			redactURL(raw))
+		return ""
+	}
+	return strings.TrimSuffix(raw, "/")
 }
 
 // readExport reads and validates the SVC_SYSLOG_* and SVC_WEBHOOK_*
