@@ -376,7 +376,14 @@ func pickKind(rng *rand.Rand) benchKind {
 // is built with appends rather than fmt.Appendf, which boxes every
 // argument and takes twice as long (TestBenchEnvelope holds the format).
 func benchEnvelope(buf []byte, k benchKind, session string, seq, count int) []byte {
-	buf = append(buf, `{"svc_version":"0.2","agent":{"id":"bench-agent","on_behalf_of":"human:bench","session_id":`...)
+	// Each session is its own agent and principal, as the mix's budgets are
+	// per session: agent and principal budgets, and the locks that keep
+	// them, would otherwise make one agent of the whole load.
+	buf = append(buf, `{"svc_version":"0.2","agent":{"id":"bench-`...)
+	buf = append(buf, session...)
+	buf = append(buf, `","on_behalf_of":"human:bench-`...)
+	buf = append(buf, session...)
+	buf = append(buf, `","session_id":`...)
 	buf = strconv.AppendQuote(buf, session)
 	buf = append(buf, `},"action":{"namespace":"db","verb":`...)
 	buf = strconv.AppendQuote(buf, k.verb)

@@ -359,7 +359,9 @@ func TestRedemptionBindsActionParamsAndActor(t *testing.T) {
 }
 
 func TestConcurrentRedemptionsAllowExactlyOnce(t *testing.T) {
-	p, _ := holdsEngine(t, nil)
+	// 100 re-submissions of one session are serialised: on a loaded machine
+	// the last waits longer than the default deadline of 10 s, and is denied.
+	p, _ := holdsEngine(t, map[string]string{"SVC_OPA_TIMEOUT": "120"})
 	id, _ := raiseHold(t, p, nil)
 	require.Equal(t, 200, resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"}).Status)
 	var wg sync.WaitGroup

@@ -51,9 +51,10 @@ type outcome struct {
 // Decide runs the pipeline for one envelope and returns the decision and
 // its HTTP status: 200, or 500 with a deny when the decision path failed.
 // The decision is on record (audit, and the charge of an allow) before
-// Decide returns. The session's lock is held from reading its totals until
-// that record is committed, so no concurrent decision of the session can
-// read totals that miss a charge already granted.
+// Decide returns. The locks of its session, agent and principal are held
+// from reading their totals until that record is committed, so no
+// concurrent decision of any of them can read totals that miss a charge
+// already granted.
 func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 	env := req.Envelope
 	if req.Received.IsZero() {
@@ -109,15 +110,15 @@ func (e *Engine) deadline(req Request) time.Time {
 	return req.Received.Add(e.cfg.Deadline)
 }
 
-// prepare hashes the envelope and takes its session's lock, waiting until
-// deadline at most, and returns the lock's release.
+// prepare hashes the envelope and takes the locks of its session, agent
+// and principal, waiting until deadline at most, and returns their release.
 func (e *Engine) prepare(req Request, out *outcome, deadline time.Time) (func(), error) {
 	hash, err := req.Envelope.Hash()
 	if err != nil {
 		return nil, internalFault("envelope hash failed", err)
 	}
 	out.EnvelopeHash = hash
-	release, err := e.locks.lock(req.Envelope.Agent.SessionID, deadline)
+	release, err := e.locks.lockAll(budgetKeysOf(req.Envelope).lockNames(), deadline)
 	if err != nil {
 		return nil, internalFault("decision not evaluated in time", err)
 	}
@@ -264,17 +265,13 @@ func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 }
 
 func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Verdict, error) {
-	totals, err := e.deps.Budgets.Totals(ctx, env.Agent.SessionID, now.Add(-e.cfg.Window))
+	cumulative, err := e.cumulative(ctx, budgetKeysOf(env), now.Add(-e.cfg.Window))
 	if err != nil {
-		return Verdict{}, internalFault("session ledger unavailable", err)
+		return Verdict{}, internalFault("budget ledger unavailable", err)
 	}
 	policyEnv := *env
 	policyEnv.Extra = nil // unknown fields never influence a decision
-	input, err := json.Marshal(PolicyInput{
-		Envelope:   &policyEnv,
-		Cumulative: Cumulative{WindowSeconds: int64(e.cfg.Window / time.Second), Totals: totals},
-		Frozen:     e.Frozen(),
-	})
+	input, err := json.Marshal(PolicyInput{Envelope: &policyEnv, Cumulative: cumulative, Frozen: e.Frozen()})
 	if err != nil {
 		return Verdict{}, internalFault("policy input could not be built", err)
 	}
@@ -290,25 +287,6 @@ func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Ve
 		return Verdict{}, err
 	}
 	return v, nil
-}
-
-// ChargeOf is what an allowed envelope adds to its session's totals.
-func ChargeOf(env *Envelope) Totals {
-	n := env.Magnitude.Count
-	t := Totals{Objects: n}
-	if env.Action.Verb == "delete" {
-		t.Deletes = n
-	}
-	if env.Axes.Externality == "outbound" {
-		t.ExternalSends = n
-	}
-	return t
-}
-
-// charge books what an allow costs; the charge is committed with the
-// decision's audit records (Journal.Commit), under the session's lock.
-func (e *Engine) charge(env *Envelope, out *outcome, now time.Time) {
-	out.charge = &Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
 }
 
 // createHold makes the hold a require_approval raises, bound to the

@@ -24,6 +24,7 @@ type Envelope struct {
 	Action        Action                     `json:"action"`
 	Target        Target                     `json:"target"`
 	Params        map[string]any             `json:"params"`
+	Money         *Money                     `json:"money,omitempty"`
 	Magnitude     Magnitude                  `json:"magnitude"`
 	Axes          Axes                       `json:"axes"`
 	Approval      Approval                   `json:"approval"`

@@ -9,9 +9,13 @@ type PolicyInput struct {
 	Frozen     bool       `json:"frozen"`
 }
 
-// Cumulative is the session's prior totals within the rolling window, before
-// the action being decided.
+// Cumulative is what was spent within the rolling window before the action
+// being decided: by its session (at the top level, as before agent and
+// principal budgets existed), by its agent and by its principal (zero when
+// the envelope names none).
 type Cumulative struct {
 	WindowSeconds int64 `json:"window_seconds"`
-	Totals
+	Usage
+	Agent     Usage `json:"agent"`
+	Principal Usage `json:"principal"`
 }

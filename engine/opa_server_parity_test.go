@@ -34,8 +34,30 @@ func policyRules(t *testing.T) map[string]bool {
 	for _, r := range regexp.MustCompile(`"(svc\.policy/[a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
 		rules[r[1]] = true
 	}
-	require.Len(t, rules, 9, "policy.rego changed: extend the parity table")
+	require.Len(t, rules, 16, "policy.rego changed: extend the parity table")
 	return rules
+}
+
+// withMoney sets the envelope's money (none when amount is "": as parsed
+// from params) and the session's and agent's spending, after act.
+func withMoney(amount, currency string, session, agent Usage, act func(*PolicyInput)) func(*PolicyInput) {
+	return func(in *PolicyInput) {
+		act(in)
+		if amount != "" {
+			v := validator{}
+			in.Envelope.Money = v.money(map[string]any{"amount": amount, "currency": currency})
+		}
+		in.Cumulative.Usage, in.Cumulative.Agent = session, agent
+	}
+}
+
+// withPrincipal sets the principal's spending, after act.
+func withPrincipal(principal Usage, act func(*PolicyInput)) func(*PolicyInput) {
+	return func(in *PolicyInput) {
+		act(in)
+		in.Envelope.Agent.OnBehalfOf = "human:probe"
+		in.Cumulative.Principal = principal
+	}
 }
 
 // parityCase is one policy input and the rule it must hit.
@@ -73,6 +95,15 @@ func parityCases() []parityCase {
 		{"objects at limit", withPrior(0, 0, 190, false, act("update", "dev", "reversible", "single", "internal", 10)), "svc.policy/default_allow"},
 		{"objects over limit", withPrior(0, 0, 191, false, act("update", "dev", "reversible", "single", "internal", 10)), "svc.policy/cumulative_budget"},
 		{"delete budget first", withPrior(0, 50, 200, false, act("delete", "dev", "reversible", "single", "outbound", 30)), "svc.policy/session_delete_budget"},
+		{"money over limit", withMoney("4000", "EUR", Usage{Money: Amounts{"EUR": 4000_0000}}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/session_money_budget"},
+		{"money without currency", withMoney("1", "", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/session_money_budget"},
+		{"money within limit", withMoney("4000", "EUR", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/default_allow"},
+		{"agent deletes over limit", withMoney("", "", Usage{}, Usage{Totals: Totals{Deletes: 20}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/agent_delete_budget"},
+		{"agent objects over limit", withMoney("", "", Usage{}, Usage{Totals: Totals{Objects: 1000}}, act("update", "dev", "reversible", "single", "internal", 1)), "svc.policy/agent_cumulative_budget"},
+		{"agent money over limit", withMoney("4000", "EUR", Usage{}, Usage{Money: Amounts{"EUR": 7000_0000}}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/agent_money_budget"},
+		{"principal deletes over limit", withPrincipal(Usage{Totals: Totals{Deletes: 40}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/principal_delete_budget"},
+		{"principal sends over limit", withPrincipal(Usage{Totals: Totals{ExternalSends: 200}}, act("emit", "dev", "reversible", "single", "outbound", 1)), "svc.policy/principal_cumulative_budget"},
+		{"principal money over limit", withPrincipal(Usage{Money: Amounts{"EUR": 1_9000_0000}}, withMoney("4000", "EUR", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1))), "svc.policy/principal_money_budget"},
 		{"non-canonical verb", act("drop", "dev", "reversible", "single", "internal", 1), "svc.policy/invalid_input"},
 		{"negative count", act("delete", "dev", "reversible", "single", "internal", -1), "svc.policy/invalid_input"},
 		{"non-canonical env", act("delete", "prod", "reversible", "single", "internal", 1), "svc.policy/invalid_input"},

@@ -66,6 +66,7 @@ func (w *wireEnvelope) canonical() (*Envelope, error) {
 	v.magnitude(env, w.Magnitude)
 	v.approval(env, w.Approval)
 	env.Params = v.object("params", w.Params)
+	env.Money = v.money(env.Params)
 	env.Context = v.object("context", w.Context)
 	v.context(env)
 	if w.TrajectoryRef != nil {

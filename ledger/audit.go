@@ -179,7 +179,7 @@ func (a *Audit) Commit(ctx context.Context, e engine.Entry) error {
 			return fmt.Errorf("commit audit %s: charge session %q decision %q: %w",
 				e.Records[0].Kind, c.SessionID, c.DecisionID, err)
 		}
-		if c.Totals == (engine.Totals{}) {
+		if empty(*c) {
 			e.Charge = nil
 		}
 	}

@@ -7,22 +7,40 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
-// The cache holds at most cacheSessions × cacheCharges charges of 32 bytes:
-// 16 MiB.
+// The cache holds at most cacheSessions × cacheCharges charges of 56 bytes:
+// 28 MiB.
 const (
-	// cacheSessions bounds how many sessions' charges are kept in memory;
-	// the least recently used session is dropped first and read from
-	// SQLite again on its next decision.
+	// cacheSessions bounds how many subjects' charges (a session's, an
+	// agent's, a principal's) are kept in memory; the least recently used
+	// subject is dropped first and read from SQLite again on its next
+	// decision.
 	cacheSessions = 2048
-	// cacheCharges bounds the charges kept for one session (the bundled
-	// pack's object budget allows 200 per window); a session with more is
-	// not cached and is summed by SQLite each time.
+	// cacheCharges bounds the charges kept for one subject (the bundled
+	// pack's session object budget allows 200 per window); a subject with
+	// more is not cached and is summed by SQLite each time. At most
+	// 256 × MaxAmount × 10 000 = 2.56 × 10^18 units of money are summed in
+	// memory: no int64 overflow.
 	cacheCharges = 256
 )
 
-// chargeCache keeps, for recently used sessions, their charges made at or
-// after a point in time, so that a decision's budget read is a sum in
-// memory rather than a SQLite query. It is filled from SQLite on a miss and
+// cacheKey is the cache's key of the subject id of scope.
+func cacheKey(scope engine.Scope, id string) string {
+	return string(scope) + "\x00" + id
+}
+
+// chargeKeys are the cache keys of the subjects c is counted against.
+func chargeKeys(c engine.Charge) []string {
+	keys := []string{cacheKey(engine.ScopeSession, c.SessionID), cacheKey(engine.ScopeAgent, c.AgentID)}
+	if c.PrincipalID != "" {
+		keys = append(keys, cacheKey(engine.ScopePrincipal, c.PrincipalID))
+	}
+	return keys
+}
+
+// chargeCache keeps, for recently used subjects (sessions, agents and
+// principals, by cacheKey), their charges made at or after a point in
+// time, so that a decision's budget read is a sum in memory rather than a
+// SQLite query. It is filled from SQLite on a miss and
 // kept current by the audit commits that store charges (Audit.Commit is the
 // only writer of charges): a committed charge is added before its caller
 // learns of the commit, and a session whose commit failed is dropped, so the
@@ -49,24 +67,26 @@ type cachedSession struct {
 type cachedCharge struct {
 	atMS int64
 	engine.Totals
+	currency string
+	amount   int64
 }
 
 func newChargeCache() *chargeCache {
 	return &chargeCache{lru: list.New(), sessions: map[string]*list.Element{}}
 }
 
-// totals returns the sum of the session's charges at or after sinceMS, if
+// usage returns the sum of the subject's charges at or after sinceMS, if
 // the cache holds every such charge.
-func (c *chargeCache) totals(session string, sinceMS int64) (engine.Totals, bool) {
+func (c *chargeCache) usage(session string, sinceMS int64) (engine.Usage, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.sessions[session]
 	if !ok {
-		return engine.Totals{}, false
+		return engine.Usage{}, false
 	}
 	s := el.Value.(*cachedSession)
 	if sinceMS < s.since {
-		return engine.Totals{}, false
+		return engine.Usage{}, false
 	}
 	c.lru.MoveToFront(el)
 	drop := 0
@@ -78,14 +98,17 @@ func (c *chargeCache) totals(session string, sinceMS int64) (engine.Totals, bool
 }
 
 // sumCharges adds up charges.
-func sumCharges(charges []cachedCharge) engine.Totals {
-	var t engine.Totals
+func sumCharges(charges []cachedCharge) engine.Usage {
+	u := engine.Usage{Money: engine.Amounts{}}
 	for _, ch := range charges {
-		t.Deletes += ch.Deletes
-		t.ExternalSends += ch.ExternalSends
-		t.Objects += ch.Objects
+		u.Deletes += ch.Deletes
+		u.ExternalSends += ch.ExternalSends
+		u.Objects += ch.Objects
+		if ch.amount > 0 {
+			u.Money[ch.currency] += ch.amount
+		}
 	}
-	return t
+	return u
 }
 
 // load caches the session's charges at or after sinceMS, as just read from
@@ -103,29 +126,37 @@ func (c *chargeCache) load(session string, sinceMS int64, charges []cachedCharge
 	}
 }
 
-// add records committed charges of cached sessions.
+// add records committed charges of cached subjects.
 func (c *chargeCache) add(charges []engine.Charge) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, ch := range charges {
-		el, ok := c.sessions[ch.SessionID]
-		if !ok {
-			continue
-		}
-		s := el.Value.(*cachedSession)
-		at := ch.At.UnixMilli()
-		n := len(s.charges)
-		if n >= cacheCharges || (n > 0 && at < s.charges[n-1].atMS) {
-			c.remove(ch.SessionID) // too many, or out of order: SQLite sums it
-			continue
-		}
-		if at >= s.since {
-			s.charges = append(s.charges, cachedCharge{atMS: at, Totals: ch.Totals})
+		for _, key := range chargeKeys(ch) {
+			c.addTo(key, ch)
 		}
 	}
 }
 
-// forget drops the given sessions, whose charges are no longer known.
+// addTo records ch, committed, for the subject key if it is cached.
+func (c *chargeCache) addTo(key string, ch engine.Charge) {
+	el, ok := c.sessions[key]
+	if !ok {
+		return
+	}
+	s := el.Value.(*cachedSession)
+	at := ch.At.UnixMilli()
+	n := len(s.charges)
+	if n >= cacheCharges || (n > 0 && at < s.charges[n-1].atMS) {
+		c.remove(key) // too many, or out of order: SQLite sums it
+		return
+	}
+	if at >= s.since {
+		s.charges = append(s.charges, cachedCharge{atMS: at, Totals: ch.Totals, currency: ch.Currency, amount: ch.Amount})
+	}
+}
+
+// forget drops the subjects (cache keys) given, whose charges are no
+// longer known.
 func (c *chargeCache) forget(sessions []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -19,30 +19,33 @@ func TestChargeCacheBounds(t *testing.T) {
 		c.load(fmt.Sprint(i), 0, nil)
 	}
 	assert.Equal(t, cacheSessions, c.lru.Len())
-	_, ok := c.totals("0", 0)
+	_, ok := c.usage("0", 0)
 	assert.False(t, ok, "the oldest session was dropped")
-	_, ok = c.totals(fmt.Sprint(cacheSessions+9), 0)
+	_, ok = c.usage(fmt.Sprint(cacheSessions+9), 0)
 	assert.True(t, ok)
 
 	at := time.UnixMilli(1000)
 	one := engine.Totals{Objects: 1}
-	c.load("big", 0, make([]cachedCharge, cacheCharges))
+	c.load(sk("big"), 0, make([]cachedCharge, cacheCharges))
 	c.add([]engine.Charge{{SessionID: "big", At: at, Totals: one}})
-	_, ok = c.totals("big", 0)
+	_, ok = c.usage(sk("big"), 0)
 	assert.False(t, ok, "past the cap the session is left to SQLite")
 
-	c.load("s", 0, []cachedCharge{{atMS: 2000, Totals: one}})
+	c.load(sk("s"), 0, []cachedCharge{{atMS: 2000, Totals: one}})
 	c.add([]engine.Charge{{SessionID: "s", At: at, Totals: one}})
-	_, ok = c.totals("s", 0)
+	_, ok = c.usage(sk("s"), 0)
 	assert.False(t, ok, "a charge older than the last is out of order: dropped")
 
-	c.load("t", 0, nil)
+	c.load(sk("t"), 0, nil)
 	c.add([]engine.Charge{{SessionID: "t", At: at, Totals: one}})
-	got, ok := c.totals("t", 500)
+	got, ok := c.usage(sk("t"), 500)
 	assert.True(t, ok)
-	assert.Equal(t, one, got)
-	_, ok = c.totals("t", 0)
+	assert.Equal(t, one, got.Totals)
+	_, ok = c.usage(sk("t"), 0)
 	assert.False(t, ok, "a wider window than the one cached is read from SQLite")
 	c.clear()
 	assert.Zero(t, c.lru.Len())
 }
+
+// sk is the cache key of a session.
+func sk(id string) string { return cacheKey(engine.ScopeSession, id) }

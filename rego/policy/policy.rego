@@ -111,6 +111,135 @@ decision := {
 	prior + n > limit
 	n > 0
 } else := {
+	# The money budget (R5) of the session. An amount is never free: one
+	# without a known currency is held, a transaction without an amount is
+	# held, and a session that already moved money in one currency is held
+	# on its first amount in another (no exchange rates, so amounts in two
+	# currencies cannot be added up).
+	"decision": "require_approval",
+	"rule": "svc.policy/session_money_budget",
+	"reason": "a transaction without params.amount cannot be counted against the money budget: approval required",
+} if {
+	input.envelope.action.verb == "transact"
+	not input.envelope.money
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/session_money_budget",
+	"reason": sprintf("amount %v without a known ISO 4217 currency (sent %q): approval required", [m.amount, m.raw_currency]),
+} if {
+	m := input.envelope.money
+	m.currency == "XXX"
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/session_money_budget",
+	"reason": sprintf("session already moved money in %v: a first amount in %v requires approval", [concat(", ", sort(object.keys(spent))), m.currency]),
+} if {
+	m := input.envelope.money
+	m.units > 0
+	spent := input.cumulative.money
+	count(spent) > 0
+	not spent[m.currency]
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/session_money_budget",
+	"reason": money_reason("session", prior, m, limit),
+} if {
+	m := input.envelope.money
+	m.units > 0
+	prior := object.get(input.cumulative.money, m.currency, 0)
+	limit := money_limit("session", m.currency)
+	prior + m.units > limit * 10000
+} else := {
+	# The same budgets per agent and per principal (agent.on_behalf_of),
+	# so that a fresh session id resets nothing.
+	"decision": "require_approval",
+	"rule": "svc.policy/agent_delete_budget",
+	"reason": sprintf("agent delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	input.envelope.action.verb == "delete"
+	n := input.envelope.magnitude.count
+	n > 0
+	prior := input.cumulative.agent.deletes
+	limit := data.svc.agent_thresholds.deletes
+	prior + n > limit
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/agent_cumulative_budget",
+	"reason": sprintf("agent external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	input.envelope.axes.externality == "outbound"
+	n := input.envelope.magnitude.count
+	n > 0
+	prior := input.cumulative.agent.external_sends
+	limit := data.svc.agent_thresholds.external_sends
+	prior + n > limit
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/agent_cumulative_budget",
+	"reason": sprintf("agent object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	n := input.envelope.magnitude.count
+	prior := input.cumulative.agent.objects
+	limit := data.svc.agent_thresholds.objects
+	prior + n > limit
+	n > 0
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/agent_money_budget",
+	"reason": money_reason("agent", prior, m, limit),
+} if {
+	m := input.envelope.money
+	m.units > 0
+	prior := object.get(input.cumulative.agent.money, m.currency, 0)
+	limit := money_limit("agent", m.currency)
+	prior + m.units > limit * 10000
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/principal_delete_budget",
+	"reason": sprintf("principal delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	input.envelope.action.verb == "delete"
+	input.envelope.agent.on_behalf_of != ""
+	n := input.envelope.magnitude.count
+	n > 0
+	prior := input.cumulative.principal.deletes
+	limit := data.svc.principal_thresholds.deletes
+	prior + n > limit
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/principal_cumulative_budget",
+	"reason": sprintf("principal external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	input.envelope.axes.externality == "outbound"
+	input.envelope.agent.on_behalf_of != ""
+	n := input.envelope.magnitude.count
+	n > 0
+	prior := input.cumulative.principal.external_sends
+	limit := data.svc.principal_thresholds.external_sends
+	prior + n > limit
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/principal_cumulative_budget",
+	"reason": sprintf("principal object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	n := input.envelope.magnitude.count
+	prior := input.cumulative.principal.objects
+	limit := data.svc.principal_thresholds.objects
+	prior + n > limit
+	n > 0
+	input.envelope.agent.on_behalf_of != ""
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/principal_money_budget",
+	"reason": money_reason("principal", prior, m, limit),
+} if {
+	m := input.envelope.money
+	m.units > 0
+	input.envelope.agent.on_behalf_of != ""
+	prior := object.get(input.cumulative.principal.money, m.currency, 0)
+	limit := money_limit("principal", m.currency)
+	prior + m.units > limit * 10000
+} else := {
 	"decision": "allow",
 	"rule": "svc.policy/read_only_internal",
 	"reason": "internal read-only action",
@@ -153,6 +282,45 @@ valid_input if {
 	d == round(d)
 	s == round(s)
 	o == round(o)
+	valid_usage(c)
+	valid_usage(c.agent)
+	valid_usage(c.principal)
+	valid_money
+}
+
+# valid_usage holds when the spending of a budget subject (cumulative, or
+# cumulative.agent or cumulative.principal) has non-negative integer totals
+# and money (an object of currency to units).
+valid_usage(u) if {
+	count_ok(u.deletes)
+	count_ok(u.external_sends)
+	count_ok(u.objects)
+	is_object(u.money)
+	every cur, units in u.money {
+		is_string(cur)
+		count_ok(units)
+	}
+}
+
+# valid_money holds when the envelope moves no money, or its amount is a
+# non-negative integer count of units (1/10 000) in a currency code.
+valid_money if {
+	not input.envelope.money
+}
+
+valid_money if {
+	m := input.envelope.money
+	count_ok(m.units)
+	is_string(m.currency)
+	is_string(m.amount)
+	is_string(m.raw_currency)
+}
+
+# count_ok holds when x is a non-negative integer.
+count_ok(x) if {
+	is_number(x)
+	x >= 0
+	x == round(x)
 }
 
 # valid_thresholds holds when each budget limit is a non-negative integer.
@@ -170,6 +338,46 @@ valid_thresholds if {
 	d == round(d)
 	s == round(s)
 	o == round(o)
+	valid_limits(data.svc.agent_thresholds)
+	valid_limits(data.svc.principal_thresholds)
+	valid_money_limits(data.svc.money.session)
+	valid_money_limits(data.svc.money.agent)
+	valid_money_limits(data.svc.money.principal)
+}
+
+valid_limits(t) if {
+	count_ok(t.deletes)
+	count_ok(t.external_sends)
+	count_ok(t.objects)
+}
+
+# valid_money_limits holds when a scope's money limits are a default and
+# per-currency overrides, each a non-negative whole number of currency
+# units.
+valid_money_limits(l) if {
+	count_ok(l.default)
+	is_object(l.currencies)
+	every cur, limit in l.currencies {
+		is_string(cur)
+		count_ok(limit)
+	}
+}
+
+# money_limit is the money limit of scope (session, agent, principal) in
+# currency cur, in whole currency units: its override, else the default.
+money_limit(scope, cur) := l if {
+	l := data.svc.money[scope].currencies[cur]
+} else := data.svc.money[scope].default
+
+# money_reason explains a money budget exceeded, in currency units.
+money_reason(scope, prior, m, limit) := sprintf("%v money budget exceeded: %v prior + %v requested > limit %v %v", [scope, units_text(prior), m.amount, limit, m.currency])
+
+# units_text writes units of 1/10 000 as a decimal: 40005000 is 4000.5.
+units_text(u) := sprintf("%d", [u / 10000]) if {
+	u % 10000 == 0
+} else := t if {
+	frac := trim_right(sprintf("%04d", [u % 10000]), "0")
+	t := sprintf("%d.%s", [floor(u / 10000), frac])
 }
 
 # charge is what the action being decided adds to its session's totals
@@ -179,7 +387,13 @@ charge := {
 	"deletes": delete_charge,
 	"external_sends": outbound_charge,
 	"objects": input.envelope.magnitude.count,
+	"money": money_charge,
 }
+
+money_charge := {m.currency: m.units} if {
+	m := input.envelope.money
+	m.units > 0
+} else := {}
 
 delete_charge := input.envelope.magnitude.count if {
 	input.envelope.action.verb == "delete"
