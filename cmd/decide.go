@@ -29,7 +29,9 @@ func newDecideCommand() *cobra.Command {
 		Use:   "decide [-f envelope.json|-]",
 		Short: "Ask the engine at SVC_CORE_URL for a decision on an envelope and print it",
 		Long: "Posts an Action Envelope to SVC_CORE_URL/v1/decide with SVC_CORE_TOKEN and prints the decision.\n" +
-			"Exit code: 0 allow, 1 deny, 2 require_approval, 3 engine unreachable, error or unusable answer (treat as deny).",
+			"Exit code: 0 allow, 1 deny (also an allow or require_approval carrying an obligation outside\n" +
+			"the documented set: " + strings.Join(engine.KnownObligations, ", ") + "), 2 require_approval, 3 engine unreachable,\n" +
+			"error or unusable answer (treat as deny). The obligations of an allow are printed: the caller honours them.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runDecide(c, file)
@@ -59,6 +61,12 @@ func runDecide(c *cobra.Command, file string) error {
 	refused := status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge
 	if err != nil && !(refused && d.Decision == engine.Deny) {
 		return &exitError{code: exitUnreachable, err: err}
+	}
+	if unknown := engine.UnknownObligations(d.Obligations); len(unknown) > 0 && d.Decision != engine.Deny {
+		// An obligation svc decide cannot honour: the action must not run
+		// (spec: unknown obligation → fail closed).
+		return &exitError{code: exitDeny, err: fmt.Errorf("refused (fail closed): the %s decision carries obligations svc decide does not understand: %s",
+			d.Decision, strings.Join(unknown, ", "))}
 	}
 	switch d.Decision {
 	case engine.Allow:

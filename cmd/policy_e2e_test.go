@@ -1,7 +1,11 @@
 package cmd_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -85,4 +89,101 @@ func TestRotationHeldByAgentAndPrincipalBudgets(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"allow svc.policy/default_allow": 40,
 		"require_approval svc.policy/principal_delete_budget": 5}, count)
+}
+
+// packWith is a copy of the bundled pack whose data.svc is edited by edit.
+func packWith(t *testing.T, edit func(svc map[string]any)) string {
+	t.Helper()
+	dir := bundledPackDir(t)
+	path := filepath.Join(dir, "data.json")
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var data map[string]map[string]any
+	require.NoError(t, json.Unmarshal(body, &data))
+	edit(data["svc"])
+	require.NoError(t, os.WriteFile(path, mustJSON(t, data), 0o600))
+	return dir
+}
+
+// sensitiveAction is an update whose verb and ability are given.
+func sensitiveAction(session, verb, ability, environment string) map[string]any {
+	return envelope(map[string]any{"agent.session_id": session, "action.verb": verb, "action.ability": ability,
+		"target.environment": environment})
+}
+
+// The bundled sensitive-action tables end to end: held in production, on
+// canonical words whatever the spelling, allowed elsewhere with their
+// obligations.
+func TestSensitiveActions(t *testing.T) {
+	p := startEngine(t, baseEnv(t))
+	for _, c := range []struct{ verb, ability, rule string }{
+		{"update", "iam/grant_admin", "svc.policy/sensitive_privilege"},
+		{"GrantAdminRole", "iam/roles", "svc.policy/sensitive_privilege"},
+		{"update", "iam/grant_\u0430dmin", "svc.policy/sensitive_privilege"}, // Cyrillic а
+		{"disable", "auth/MFA", "svc.policy/sensitive_security_control"},
+		{"update", "logging/disableCloudTrail", "svc.policy/sensitive_security_control"},
+		{"set", "webhooks/endpoint", "svc.policy/sensitive_credential"},
+		{"install", "wp/plugin", "svc.policy/sensitive_install"},
+		{"transfer", "bank/transfer", "svc.policy/sensitive_payment"},
+	} {
+		t.Run(c.verb+" "+c.ability, func(t *testing.T) {
+			env := sensitiveAction("sens", c.verb, c.ability, "production")
+			env["params"] = map[string]any{"amount": 1, "currency": "EUR"}
+			r := p.decide(t, env)
+			require.Equal(t, 200, r.Status, "%v", r.Body)
+			assert.Equal(t, "require_approval", r.str("decision"), "%v", r.Body)
+			assert.Equal(t, c.rule, r.str("rule"))
+		})
+	}
+	r := p.decide(t, sensitiveAction("sens-staging", "update", "iam/grant_admin", "staging"))
+	assert.Equal(t, "allow", r.str("decision"))
+	assert.Equal(t, []any{"log_params", "notify"}, r.Body["obligations"])
+	r = p.decide(t, sensitiveAction("sens-read", "read", "iam/list_admin_roles", "production"))
+	assert.Equal(t, "svc.policy/read_only_internal", r.str("rule"), "reads are never sensitive")
+}
+
+// svc decide, an adapter svc ships, honours the documented obligations
+// (printed, exit 0) and refuses an action whose obligations it does not
+// understand (exit 1, fail closed).
+func TestSvcDecideRefusesUnknownObligations(t *testing.T) {
+	pack := packWith(t, func(svc map[string]any) {
+		svc["sensitive"].(map[string]any)["credential"].(map[string]any)["obligations"] = []string{"notify", "max_rate"}
+	})
+	env := baseEnv(t)
+	env["SVC_POLICY_DIR"] = pack
+	p := startEngine(t, env)
+	cli := map[string]string{"SVC_CORE_URL": p.URL}
+
+	known := runSvc(t, cli, bytes.NewReader(mustJSON(t, sensitiveAction("o-1", "update", "iam/grant_admin", "staging"))), "decide")
+	assert.Equal(t, 0, known.code, known.output())
+	assert.Contains(t, known.stdout, `"log_params"`)
+
+	unknown := runSvc(t, cli, bytes.NewReader(mustJSON(t, sensitiveAction("o-2", "set", "webhooks/endpoint", "staging"))), "decide")
+	assert.Equal(t, 1, unknown.code, unknown.output())
+	assert.Contains(t, unknown.stdout, `"max_rate"`, "the decision is printed")
+	assert.Contains(t, unknown.stderr, "obligations svc decide does not understand: max_rate")
+}
+
+// A rule marked observe is recorded (audit, shadow fields) and not
+// enforced.
+func TestObservedRuleRecordedNotEnforced(t *testing.T) {
+	pack := packWith(t, func(svc map[string]any) { svc["observe"] = []string{"svc.policy/sensitive_privilege"} })
+	env := baseEnv(t)
+	env["SVC_POLICY_DIR"] = pack
+	p := startEngine(t, env)
+	r := p.decide(t, sensitiveAction("shadow", "update", "iam/grant_admin", "production"))
+	require.Equal(t, 200, r.Status, "%v", r.Body)
+	assert.Equal(t, "allow", r.str("decision"), "observed: not enforced")
+	var rec map[string]any
+	for _, line := range auditLines(t, env["SVC_AUDIT_LOG"]) {
+		if line["decision_id"] == r.str("decision_id") && line["event"] == "decision" {
+			rec = line
+		}
+	}
+	require.NotNil(t, rec, "the decision is audited")
+	assert.Equal(t, "require_approval", rec["shadow_verdict"])
+	assert.Equal(t, "svc.policy/sensitive_privilege", rec["shadow_rule"])
+	assert.Contains(t, rec["shadow_reason"], "privilege or role change")
+	assert.Equal(t, "allow", rec["policy_decision"])
+	assert.NotNil(t, rec["policy_input"])
 }

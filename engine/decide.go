@@ -46,6 +46,11 @@ type outcome struct {
 	created  *Hold   // hold created by this decision, stored by its commit
 	redeemed *Hold   // hold consumed by this decision, as its commit leaves it
 	charge   *Charge // charge of an allow, committed with its audit record
+	// policy is the policy's own verdict and input the document it was
+	// asked about, for the audit record (replay); nil when the decision
+	// failed before the policy answered.
+	policy *Verdict
+	input  json.RawMessage
 }
 
 // Decide runs the pipeline for one envelope and returns the decision and
@@ -175,9 +180,12 @@ func (e *Engine) recordDegraded(ctx context.Context, ev DecisionEvent, cause err
 // commit puts the decision on record: its audit records, its charge and its
 // hold write, in one Journal commit.
 func (e *Engine) commit(ctx context.Context, req Request, out *outcome) (DecisionEvent, error) {
+	if out.Decision.Decision == Deny {
+		out.Obligations = []string{} // a deny has nothing to honour
+	}
 	ev := e.decisionEvent(req.Envelope, req, out)
 	err := e.deps.Recorder.Commit(ctx, Entry{
-		Records: append([]AuditRecord{{Kind: EventDecision, Body: ev}}, e.holdRecords(out)...),
+		Records: append([]AuditRecord{{Kind: EventDecision, Body: auditedDecision(ev, out)}}, e.holdRecords(out)...),
 		Charge:  out.charge, Create: out.created, Consume: consumptionOf(out.redeemed),
 	})
 	return ev, err
@@ -235,6 +243,7 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 	}
 	e.deps.Logger.Error().Err(err).Str("decision_id", out.DecisionID).Str("rule", f.rule).Msg("decision failed closed")
 	out.Decision.Decision, out.Rule, out.Reason = Deny, f.rule, f.reason+"; denied (fail closed)"
+	out.Obligations = []string{}
 	out.HoldID, out.ExpiresTS, out.ParentDecisionID = "", "", ""
 	out.created, out.redeemed, out.charge = nil, nil, nil
 	return http.StatusInternalServerError
@@ -243,11 +252,15 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 	env := req.Envelope
 	now := e.deps.Now()
-	v, err := e.evaluate(ctx, env, now)
+	v, input, err := e.evaluate(ctx, env, now)
 	if err != nil {
 		return err
 	}
+	out.policy, out.input = &v, input
 	out.Decision.Decision, out.Rule, out.Reason = v.Decision, v.Rule, v.Reason
+	if len(v.Obligations) > 0 {
+		out.Obligations = v.Obligations
+	}
 	if v.Decision == RequireApproval && e.cfg.Terminal(v.Rule) {
 		out.Decision.Decision = Deny
 		out.Reason = v.Reason + "; denied: rule " + v.Rule + " is terminal, no approval can lift it"
@@ -264,16 +277,22 @@ func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 	return nil
 }
 
-func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Verdict, error) {
+// evaluate asks the policy about env and returns its verdict and the input
+// document it was asked about.
+func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Verdict, json.RawMessage, error) {
 	cumulative, err := e.cumulative(ctx, budgetKeysOf(env), now.Add(-e.cfg.Window))
 	if err != nil {
-		return Verdict{}, internalFault("budget ledger unavailable", err)
+		return Verdict{}, nil, internalFault("budget ledger unavailable", err)
 	}
 	policyEnv := *env
 	policyEnv.Extra = nil // unknown fields never influence a decision
-	input, err := json.Marshal(PolicyInput{Envelope: &policyEnv, Cumulative: cumulative, Frozen: e.Frozen()})
+	words := env.Words
+	if words == nil {
+		words = []string{} // an envelope not made by ParseEnvelope (tests build some)
+	}
+	input, err := json.Marshal(PolicyInput{Envelope: &policyEnv, ActionWords: words, Cumulative: cumulative, Frozen: e.Frozen()})
 	if err != nil {
-		return Verdict{}, internalFault("policy input could not be built", err)
+		return Verdict{}, nil, internalFault("policy input could not be built", err)
 	}
 	start := time.Now()
 	v, err := e.deps.Evaluator.Evaluate(ctx, input)
@@ -284,9 +303,9 @@ func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Ve
 	}
 	e.deps.Observer.Evaluated(time.Since(start), err)
 	if err != nil {
-		return Verdict{}, err
+		return Verdict{}, nil, err
 	}
-	return v, nil
+	return v, input, nil
 }
 
 // createHold makes the hold a require_approval raises, bound to the

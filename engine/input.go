@@ -4,9 +4,10 @@ package engine
 // engine builds it: Cumulative comes from the ledger and Frozen from the
 // operator's kill switch, never from the caller.
 type PolicyInput struct {
-	Envelope   *Envelope  `json:"envelope"`
-	Cumulative Cumulative `json:"cumulative"`
-	Frozen     bool       `json:"frozen"`
+	Envelope    *Envelope  `json:"envelope"`
+	ActionWords []string   `json:"action_words"`
+	Cumulative  Cumulative `json:"cumulative"`
+	Frozen      bool       `json:"frozen"`
 }
 
 // Cumulative is what was spent within the rolling window before the action

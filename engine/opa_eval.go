@@ -90,7 +90,8 @@ func probeInput() PolicyInput {
 			Axes:      Axes{Reversibility: "reversible", BlastRadius: "single", Externality: "internal"},
 			Mode:      ModeEnforce,
 		},
-		Cumulative: Cumulative{WindowSeconds: 3600},
+		ActionWords: []string{"read", "svc"},
+		Cumulative:  Cumulative{WindowSeconds: 3600},
 	}
 }
 

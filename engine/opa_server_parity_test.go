@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,9 +33,23 @@ func policyRules(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 	rules := map[string]bool{}
 	for _, r := range regexp.MustCompile(`"(svc\.policy/[a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
-		rules[r[1]] = true
+		if !strings.HasSuffix(r[1], "_") { // svc.policy/sensitive_: a prefix, named by data.json's tables
+			rules[r[1]] = true
+		}
 	}
 	require.Len(t, rules, 16, "policy.rego changed: extend the parity table")
+	body, err := fs.ReadFile(rego.Files(), "data.json")
+	require.NoError(t, err)
+	var data struct {
+		Svc struct {
+			Sensitive map[string]any `json:"sensitive"`
+		} `json:"svc"`
+	}
+	require.NoError(t, json.Unmarshal(body, &data))
+	for name := range data.Svc.Sensitive {
+		rules["svc.policy/sensitive_"+name] = true
+	}
+	require.Len(t, rules, 21, "data.json's sensitive tables changed: extend the parity table")
 	return rules
 }
 
@@ -48,6 +63,14 @@ func withMoney(amount, currency string, session, agent Usage, act func(*PolicyIn
 			in.Envelope.Money = v.money(map[string]any{"amount": amount, "currency": currency})
 		}
 		in.Cumulative.Usage, in.Cumulative.Agent = session, agent
+	}
+}
+
+// withWords sets the action's words, after act.
+func withWords(act func(*PolicyInput), words ...string) func(*PolicyInput) {
+	return func(in *PolicyInput) {
+		act(in)
+		in.ActionWords = words
 	}
 }
 
@@ -104,6 +127,12 @@ func parityCases() []parityCase {
 		{"principal deletes over limit", withPrincipal(Usage{Totals: Totals{Deletes: 40}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/principal_delete_budget"},
 		{"principal sends over limit", withPrincipal(Usage{Totals: Totals{ExternalSends: 200}}, act("emit", "dev", "reversible", "single", "outbound", 1)), "svc.policy/principal_cumulative_budget"},
 		{"principal money over limit", withPrincipal(Usage{Money: Amounts{"EUR": 1_9000_0000}}, withMoney("4000", "EUR", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1))), "svc.policy/principal_money_budget"},
+		{"privilege change", withWords(act("update", "production", "reversible", "single", "internal", 1), "grant", "admin"), "svc.policy/sensitive_privilege"},
+		{"security control change", withWords(act("update", "production", "reversible", "single", "internal", 1), "disable", "mfa"), "svc.policy/sensitive_security_control"},
+		{"credential change", withWords(act("update", "production", "reversible", "single", "internal", 1), "set", "webhook", "endpoint"), "svc.policy/sensitive_credential"},
+		{"payment", withWords(act("update", "production", "reversible", "single", "internal", 1), "create", "payout"), "svc.policy/sensitive_payment"},
+		{"plugin installation", withWords(act("execute", "production", "reversible", "single", "internal", 1), "install", "plugin"), "svc.policy/sensitive_install"},
+		{"privilege change in staging", withWords(act("update", "staging", "reversible", "single", "internal", 1), "grant", "admin"), "svc.policy/default_allow"},
 		{"non-canonical verb", act("drop", "dev", "reversible", "single", "internal", 1), "svc.policy/invalid_input"},
 		{"negative count", act("delete", "dev", "reversible", "single", "internal", -1), "svc.policy/invalid_input"},
 		{"non-canonical env", act("delete", "prod", "reversible", "single", "internal", 1), "svc.policy/invalid_input"},

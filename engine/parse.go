@@ -85,7 +85,9 @@ func (w *wireEnvelope) canonical() (*Envelope, error) {
 	}
 	// The verb comes from the ability as cleaned, not as stored (folded):
 	// folding would erase camelCase boundaries ("db/dropTable").
-	env.Action.Verb = CanonicalVerb(env.Action.RawVerb, Clean(raw(w.Action.Ability)), env.Axes.Reversibility)
+	ability := Clean(raw(w.Action.Ability))
+	env.Action.Verb = CanonicalVerb(env.Action.RawVerb, ability, env.Axes.Reversibility)
+	env.Words = ActionWords(env.Action.RawVerb, ability, raw(w.Action.Namespace))
 	return env, nil
 }
 

@@ -270,6 +270,8 @@ func decisionIDOf(record any, line []byte) string {
 	switch r := record.(type) {
 	case engine.DecisionEvent:
 		return r.DecisionID
+	case engine.AuditedDecision:
+		return r.DecisionID
 	case engine.DegradedDecisionEvent:
 		return r.DecisionID
 	case engine.HoldEvent:

@@ -36,7 +36,36 @@ blast_radii := canonical.blast_radius
 
 externalities := canonical.externality
 
-decision := {
+# decision is the verdict of the rules not marked observe, with the
+# obligations it carries and, when an observed rule would have changed it,
+# the verdict the pack gives with every rule enforced (shadow).
+decision := object.union(v, {"obligations": obligations_of(v), "shadow": shadow_of(v)}) if {
+	v := verdict(observed)
+}
+
+# observed are the rule ids marked observe in data.svc.observe (a list):
+# their would-be verdicts are recorded as shadow, not enforced. The guards
+# (invalid_input, invalid_thresholds, frozen) cannot be observed.
+observed := {r | some r in data.svc.observe; is_string(r)}
+
+# shadow_of(v) is the verdict with every rule enforced, when observed rules
+# exist and it differs from v; else null.
+shadow_of(v) := s if {
+	count(observed) > 0
+	s := verdict(set())
+	s != v
+} else := null
+
+# obligations_of(v) are the obligations a verdict carries: its own, if a
+# rule wrote some, and those of every sensitive-action table the action
+# matched; none on a deny.
+obligations_of(v) := [] if {
+	v.decision == "deny"
+} else := sort({o | some o in array.concat(object.get(v, "obligations", []), sensitive_obligations)})
+
+# verdict(skip) is the else-chain of the rules, the first that matches
+# wins, skipping the rules whose ids are in skip.
+verdict(skip) := {
 	"decision": "deny",
 	"rule": "svc.policy/invalid_input",
 	"reason": "policy input is malformed or carries a non-canonical value",
@@ -45,7 +74,7 @@ decision := {
 } else := {
 	"decision": "deny",
 	"rule": "svc.policy/invalid_thresholds",
-	"reason": "budget thresholds in data.svc.thresholds are missing or invalid",
+	"reason": "budget thresholds or sensitive-action tables in data.svc are missing or invalid",
 } if {
 	not valid_thresholds
 } else := {
@@ -60,6 +89,7 @@ decision := {
 	"rule": "svc.policy/irreversible_systemic_prod",
 	"reason": "irreversible action with systemic blast radius in production is denied",
 } if {
+	not skip["svc.policy/irreversible_systemic_prod"]
 	input.envelope.axes.reversibility == "irreversible"
 	input.envelope.axes.blast_radius == "systemic"
 	input.envelope.target.environment == "production"
@@ -68,9 +98,16 @@ decision := {
 	"rule": "svc.policy/irreversible_broad_prod",
 	"reason": "irreversible action with broad blast radius in production requires approval",
 } if {
+	not skip["svc.policy/irreversible_broad_prod"]
 	input.envelope.axes.reversibility == "irreversible"
 	input.envelope.axes.blast_radius == "broad"
 	input.envelope.target.environment == "production"
+} else := v if {
+	# Sensitive actions: the strictest verdict, in the action's environment,
+	# of the tables in data.svc.sensitive the action matches (deny before
+	# require_approval, then by table name). An allow there lets the action
+	# on to the budgets (with the table's obligations).
+	v := sensitive_verdict(skip)
 } else := {
 	# The budgets, in the order deletes, external_sends, objects: the action
 	# is held by the first it would take past its limit. A budget is exceeded
@@ -81,6 +118,7 @@ decision := {
 	"rule": "svc.policy/session_delete_budget",
 	"reason": sprintf("session delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/session_delete_budget"]
 	input.envelope.action.verb == "delete"
 	n := input.envelope.magnitude.count
 	n > 0
@@ -92,6 +130,7 @@ decision := {
 	"rule": "svc.policy/cumulative_budget",
 	"reason": sprintf("session external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/cumulative_budget"]
 	input.envelope.axes.externality == "outbound"
 	n := input.envelope.magnitude.count
 	n > 0
@@ -103,6 +142,7 @@ decision := {
 	"rule": "svc.policy/cumulative_budget",
 	"reason": sprintf("session object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/cumulative_budget"]
 	# Every action charges objects; this branch is on every allow's path,
 	# so its cheapest failing test, the comparison, comes first.
 	n := input.envelope.magnitude.count
@@ -120,6 +160,7 @@ decision := {
 	"rule": "svc.policy/session_money_budget",
 	"reason": "a transaction without params.amount cannot be counted against the money budget: approval required",
 } if {
+	not skip["svc.policy/session_money_budget"]
 	input.envelope.action.verb == "transact"
 	not input.envelope.money
 } else := {
@@ -127,6 +168,7 @@ decision := {
 	"rule": "svc.policy/session_money_budget",
 	"reason": sprintf("amount %v without a known ISO 4217 currency (sent %q): approval required", [m.amount, m.raw_currency]),
 } if {
+	not skip["svc.policy/session_money_budget"]
 	m := input.envelope.money
 	m.currency == "XXX"
 } else := {
@@ -134,6 +176,7 @@ decision := {
 	"rule": "svc.policy/session_money_budget",
 	"reason": sprintf("session already moved money in %v: a first amount in %v requires approval", [concat(", ", sort(object.keys(spent))), m.currency]),
 } if {
+	not skip["svc.policy/session_money_budget"]
 	m := input.envelope.money
 	m.units > 0
 	spent := input.cumulative.money
@@ -144,6 +187,7 @@ decision := {
 	"rule": "svc.policy/session_money_budget",
 	"reason": money_reason("session", prior, m, limit),
 } if {
+	not skip["svc.policy/session_money_budget"]
 	m := input.envelope.money
 	m.units > 0
 	prior := object.get(input.cumulative.money, m.currency, 0)
@@ -156,6 +200,7 @@ decision := {
 	"rule": "svc.policy/agent_delete_budget",
 	"reason": sprintf("agent delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/agent_delete_budget"]
 	input.envelope.action.verb == "delete"
 	n := input.envelope.magnitude.count
 	n > 0
@@ -167,6 +212,7 @@ decision := {
 	"rule": "svc.policy/agent_cumulative_budget",
 	"reason": sprintf("agent external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/agent_cumulative_budget"]
 	input.envelope.axes.externality == "outbound"
 	n := input.envelope.magnitude.count
 	n > 0
@@ -178,6 +224,7 @@ decision := {
 	"rule": "svc.policy/agent_cumulative_budget",
 	"reason": sprintf("agent object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/agent_cumulative_budget"]
 	n := input.envelope.magnitude.count
 	prior := input.cumulative.agent.objects
 	limit := data.svc.agent_thresholds.objects
@@ -188,6 +235,7 @@ decision := {
 	"rule": "svc.policy/agent_money_budget",
 	"reason": money_reason("agent", prior, m, limit),
 } if {
+	not skip["svc.policy/agent_money_budget"]
 	m := input.envelope.money
 	m.units > 0
 	prior := object.get(input.cumulative.agent.money, m.currency, 0)
@@ -198,6 +246,7 @@ decision := {
 	"rule": "svc.policy/principal_delete_budget",
 	"reason": sprintf("principal delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/principal_delete_budget"]
 	input.envelope.action.verb == "delete"
 	input.envelope.agent.on_behalf_of != ""
 	n := input.envelope.magnitude.count
@@ -210,6 +259,7 @@ decision := {
 	"rule": "svc.policy/principal_cumulative_budget",
 	"reason": sprintf("principal external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/principal_cumulative_budget"]
 	input.envelope.axes.externality == "outbound"
 	input.envelope.agent.on_behalf_of != ""
 	n := input.envelope.magnitude.count
@@ -222,6 +272,7 @@ decision := {
 	"rule": "svc.policy/principal_cumulative_budget",
 	"reason": sprintf("principal object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/principal_cumulative_budget"]
 	n := input.envelope.magnitude.count
 	prior := input.cumulative.principal.objects
 	limit := data.svc.principal_thresholds.objects
@@ -233,6 +284,7 @@ decision := {
 	"rule": "svc.policy/principal_money_budget",
 	"reason": money_reason("principal", prior, m, limit),
 } if {
+	not skip["svc.policy/principal_money_budget"]
 	m := input.envelope.money
 	m.units > 0
 	input.envelope.agent.on_behalf_of != ""
@@ -244,6 +296,7 @@ decision := {
 	"rule": "svc.policy/read_only_internal",
 	"reason": "internal read-only action",
 } if {
+	not skip["svc.policy/read_only_internal"]
 	input.envelope.action.verb == "read"
 	input.envelope.axes.externality == "internal"
 } else := {
@@ -282,6 +335,7 @@ valid_input if {
 	d == round(d)
 	s == round(s)
 	o == round(o)
+	is_array(input.action_words)
 	valid_usage(c)
 	valid_usage(c.agent)
 	valid_usage(c.principal)
@@ -343,6 +397,7 @@ valid_thresholds if {
 	valid_money_limits(data.svc.money.session)
 	valid_money_limits(data.svc.money.agent)
 	valid_money_limits(data.svc.money.principal)
+	valid_sensitive
 }
 
 valid_limits(t) if {
@@ -402,3 +457,92 @@ delete_charge := input.envelope.magnitude.count if {
 outbound_charge := input.envelope.magnitude.count if {
 	input.envelope.axes.externality == "outbound"
 } else := 0
+
+# --- sensitive actions (data.svc.sensitive) ---
+#
+# Each table names a kind of sensitive action: the words that mark it (terms
+# matched against input.action_words: a term equal to a word, or, from 4
+# letters, contained in one, so grantadminrole holds admin), the canonical
+# verbs that mark it whatever the words (verbs), the verdict per environment
+# (verdicts; an environment not listed reads require_approval) and the
+# obligations an action it matches carries. A read is never sensitive.
+
+# sensitive_matches maps each table the action matches to the terms (and
+# verbs) it matched.
+sensitive_matches[name] := hits if {
+	input.envelope.action.verb != "read"
+	some name, t in data.svc.sensitive
+	hits := {term | some term in t.words; sensitive_term(term)} | {v | some v in object.get(t, "verbs", []); v == input.envelope.action.verb}
+	count(hits) > 0
+}
+
+action_word_set := {w | some w in input.action_words}
+
+sensitive_term(term) if action_word_set[term]
+
+sensitive_term(term) if {
+	count(term) >= 4
+	some w in input.action_words
+	contains(w, term)
+}
+
+# sensitive_rank orders the non-allow verdicts, strictest first.
+sensitive_rank := {"deny": 0, "require_approval": 1}
+
+# sensitive_verdict(skip) is the strictest verdict of the matched tables
+# whose rule is not skipped, when it is not allow.
+sensitive_verdict(skip) := {
+	"decision": d,
+	"rule": rule,
+	"reason": sprintf("sensitive action (%s: %s) in %s: %s", [data.svc.sensitive[name].description, concat(", ", sort(sensitive_matches[name])), env, d]),
+} if {
+	env := input.envelope.target.environment
+	ranked := sort([[rank, name] |
+		some name, _ in sensitive_matches
+		not skip[concat("", ["svc.policy/sensitive_", name])]
+		rank := sensitive_rank[object.get(data.svc.sensitive[name].verdicts, env, "require_approval")]
+	])
+	count(ranked) > 0
+	name := ranked[0][1]
+	d := object.get(data.svc.sensitive[name].verdicts, env, "require_approval")
+	rule := concat("", ["svc.policy/sensitive_", name])
+}
+
+# sensitive_obligations are the obligations of every table matched.
+sensitive_obligations := [o | some name, _ in sensitive_matches; some o in object.get(data.svc.sensitive[name], "obligations", [])]
+
+# valid_sensitive holds when every table has a description, a non-empty
+# list of non-empty lower-case terms, canonical verbs if any, a verdict per
+# environment among allow, deny and require_approval, and obligations that
+# are strings. A malformed table would silently match nothing: it denies
+# every decision instead (invalid_thresholds).
+valid_sensitive if {
+	is_object(data.svc.sensitive)
+	invalid := [name |
+		some name, t in data.svc.sensitive
+		not valid_table(t)
+	]
+	invalid == []
+}
+
+valid_table(t) if {
+	is_string(t.description)
+	is_array(t.words)
+	count(t.words) > 0
+	every w in t.words {
+		is_string(w)
+		w != ""
+		lower(w) == w
+	}
+	every v in object.get(t, "verbs", []) {
+		verbs[v]
+	}
+	is_object(t.verdicts)
+	every env, d in t.verdicts {
+		environments[env]
+		d in {"allow", "deny", "require_approval"}
+	}
+	every o in object.get(t, "obligations", []) {
+		is_string(o)
+	}
+}

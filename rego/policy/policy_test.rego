@@ -21,6 +21,7 @@ base := {
 		"meta": {"timestamp": "2025-01-01T00:00:00.000Z", "nonce": "n-1", "signature": "stub"},
 		"mode": "enforce",
 	},
+	"action_words": ["modify", "db", "update"],
 	"cumulative": {
 		"window_seconds": 3600, "deletes": 0, "external_sends": 0, "objects": 0, "money": {},
 		"agent": {"deletes": 0, "external_sends": 0, "objects": 0, "money": {}},
@@ -429,5 +430,7 @@ well_formed(d) if {
 	d.decision in {"allow", "deny", "require_approval"}
 	startswith(d.rule, "svc.policy/")
 	d.reason != ""
-	count(d) == 3
+	count(d) == 5
+	is_array(d.obligations)
+	d.shadow == null
 }
