@@ -60,6 +60,8 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newHoldsCommand(),
 		newFreezeCommand(),
 		newBenchCommand(),
+		newReplayCommand(),
+		newPolicyCommand(),
 	)
 	return root
 }

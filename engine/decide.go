@@ -284,13 +284,7 @@ func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Ve
 	if err != nil {
 		return Verdict{}, nil, internalFault("budget ledger unavailable", err)
 	}
-	policyEnv := *env
-	policyEnv.Extra = nil // unknown fields never influence a decision
-	words := env.Words
-	if words == nil {
-		words = []string{} // an envelope not made by ParseEnvelope (tests build some)
-	}
-	input, err := json.Marshal(PolicyInput{Envelope: &policyEnv, ActionWords: words, Cumulative: cumulative, Frozen: e.Frozen()})
+	input, err := PolicyInputOf(env, cumulative, e.Frozen())
 	if err != nil {
 		return Verdict{}, nil, internalFault("policy input could not be built", err)
 	}

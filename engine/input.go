@@ -1,5 +1,7 @@
 package engine
 
+import "encoding/json"
+
 // PolicyInput is the input document handed to OPA (docs/policy.md). Only the
 // engine builds it: Cumulative comes from the ledger and Frozen from the
 // operator's kill switch, never from the caller.
@@ -19,4 +21,17 @@ type Cumulative struct {
 	Usage
 	Agent     Usage `json:"agent"`
 	Principal Usage `json:"principal"`
+}
+
+// PolicyInputOf is the policy input document of env, as the engine sends it
+// to OPA: unknown envelope members removed, the action's words, what was
+// spent before it, and the freeze flag.
+func PolicyInputOf(env *Envelope, c Cumulative, frozen bool) (json.RawMessage, error) {
+	policyEnv := *env
+	policyEnv.Extra = nil // unknown fields never influence a decision
+	words := env.Words
+	if words == nil {
+		words = []string{} // an envelope not made by ParseEnvelope (tests build some)
+	}
+	return json.Marshal(PolicyInput{Envelope: &policyEnv, ActionWords: words, Cumulative: c, Frozen: frozen})
 }
