@@ -21,6 +21,7 @@ type app struct {
 	cfg      Config
 	log      zerolog.Logger
 	handler  http.Handler
+	endWaits func() // ends the long-polls of holds, at shutdown
 	engine   *engine.Engine
 	closers  []func() error
 	cancel   context.CancelFunc
@@ -102,7 +103,7 @@ func (a *app) open(ctx context.Context) error {
 		deps.Gatekeeper = gate
 	}
 	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes}, deps)
-	a.handler = srv.Handler()
+	a.handler, a.endWaits = srv.Handler(), srv.EndHoldWaits
 	a.background(ctx, resolver, budgets)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -108,7 +109,7 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 		defer func() { _ = cleanup() }()
 		dir = d
 	}
-	env, err := engine.ParseEnvelope(benchEnvelope(nil, benchMix[0], "bench-opa", 0, 1))
+	env, err := envelope.ParseEnvelope(benchEnvelope(nil, benchMix[0], "bench-opa", 0, 1))
 	if err != nil {
 		return fmt.Errorf("bench: sample envelope: %w", err)
 	}

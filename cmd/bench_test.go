@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // TestBenchAnswer judges answers an engine, or a broken one, could send:
@@ -74,7 +75,7 @@ func TestBenchEnvelope(t *testing.T) {
 				k.reversibility, k.blast, k.ext, session, seq)
 			got := benchEnvelope([]byte("old"), k, session, seq, k.maxCount)
 			require.Equal(t, "old"+want, string(got))
-			env, err := engine.ParseEnvelope(got[3:])
+			env, err := envelope.ParseEnvelope(got[3:])
 			require.NoError(t, err)
 			assert.Equal(t, session, env.Agent.SessionID)
 		}

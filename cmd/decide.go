@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Exit codes of `svc decide`, for shell hooks.
@@ -113,7 +114,7 @@ func askEngine(ctx context.Context, cl *client, envelope []byte) (engine.Decisio
 // spellings (a full-width ｄecision) are other members, which encoding/json
 // ignores too.
 func exactDecisionMember(raw []byte) error {
-	names, err := engine.MemberNames(raw)
+	names, err := envelope.MemberNames(raw)
 	if err != nil {
 		return errors.New("it is not a JSON object")
 	}

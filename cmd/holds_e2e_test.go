@@ -88,7 +88,7 @@ func TestHoldApproveRedeemOnce(t *testing.T) {
 		"decided_ts", "decided_by_verified", "resolution_reason", "consumed_ts"} {
 		assert.Contains(t, h.Body, f)
 	}
-	assert.Equal(t, "pending", resubmitVerdict(t, p, id, "svc_hold_not_approved"))
+	assert.Equal(t, "pending", resubmitVerdict(t, p, id, nil, "svc_hold_not_approved"))
 
 	r := resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve", "reason": "checked the rows"})
 	require.Equal(t, 200, r.Status, "%v", r.Body)
@@ -129,10 +129,11 @@ func TestHoldApproveRedeemOnce(t *testing.T) {
 	assert.Equal(t, []string{"pending", "approved", "consumed"}, transitions)
 }
 
-// resubmitVerdict re-submits the held envelope and checks the deny code.
-func resubmitVerdict(t *testing.T, p *engineProc, id, code string) string {
+// resubmitVerdict re-submits the held envelope, with edits, and checks the
+// deny code.
+func resubmitVerdict(t *testing.T, p *engineProc, id string, edits map[string]any, code string) string {
 	t.Helper()
-	d := p.decide(t, resubmission(id, nil))
+	d := p.decide(t, resubmission(id, edits))
 	assert.Equal(t, "deny", d.str("decision"))
 	assert.Equal(t, code, d.str("reason"))
 	return p.call(t, "GET", "/v1/holds/"+id, nil).str("status")
@@ -144,18 +145,19 @@ func TestHoldRejectAndExpire(t *testing.T) {
 	r := resolve(t, p, "tok-bob", rejected, map[string]any{"decision": "reject", "reason": "no"})
 	require.Equal(t, 200, r.Status, "%v", r.Body)
 	assert.Equal(t, "rejected", r.str("status"))
-	assert.Equal(t, "rejected", resubmitVerdict(t, p, rejected, "svc_hold_not_approved"))
+	assert.Equal(t, "rejected", resubmitVerdict(t, p, rejected, nil, "svc_hold_not_approved"))
 
 	lapsed, _ := raiseHold(t, p, map[string]any{"agent.session_id": "exp"})
-	approvedThenLapsed, _ := raiseHold(t, p, map[string]any{"agent.session_id": "exp2"})
+	other := map[string]any{"params.where": "created < 2021"} // another action: no reuse of lapsed
+	approvedThenLapsed, _ := raiseHold(t, p, other)
 	require.Equal(t, 200, resolve(t, p, "tok-bob", approvedThenLapsed, map[string]any{"decision": "approve"}).Status)
 	time.Sleep(2500 * time.Millisecond)
 	assert.Equal(t, "expired", p.call(t, "GET", "/v1/holds/"+lapsed, nil).str("status"))
 	r = resolve(t, p, "tok-bob", lapsed, map[string]any{"decision": "approve"})
 	assert.Equal(t, 409, r.Status)
 	assert.Equal(t, "expired", r.str("status"))
-	assert.Equal(t, "expired", resubmitVerdict(t, p, lapsed, "svc_hold_expired"))
-	assert.Equal(t, "expired", resubmitVerdict(t, p, approvedThenLapsed, "svc_hold_expired"))
+	assert.Equal(t, "expired", resubmitVerdict(t, p, lapsed, nil, "svc_hold_expired"))
+	assert.Equal(t, "expired", resubmitVerdict(t, p, approvedThenLapsed, other, "svc_hold_expired"))
 	list := p.call(t, "GET", "/v1/holds?status=expired", nil)
 	assert.EqualValues(t, 2, list.Body["count"])
 }
@@ -321,7 +323,7 @@ func TestResolverTokenFileReloads(t *testing.T) {
 	require.Equal(t, 200, r.Status, "%v", r.Body)
 	assert.Equal(t, map[string]any{"type": "human", "id": "dave"}, r.Body["decided_by"])
 
-	id2, _ := raiseHold(t, p, map[string]any{"agent.session_id": "other"})
+	id2, _ := raiseHold(t, p, map[string]any{"params.where": "another action"})
 	require.NoError(t, os.WriteFile(env["SVC_RESOLVER_TOKENS"], []byte("{not json"), 0o600))
 	r = resolve(t, p, "adapter-token", id2, map[string]any{"decision": "approve"})
 	assert.Equal(t, 500, r.Status, "an invalid token file refuses resolution")
@@ -411,7 +413,7 @@ func TestPaging250HoldsWithLimit7(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			raiseHold(t, p, map[string]any{"agent.session_id": fmt.Sprintf("page-%d", i)})
+			raiseHold(t, p, map[string]any{"params.where": fmt.Sprintf("page-%d", i)})
 		}()
 	}
 	wg.Wait()
@@ -494,7 +496,7 @@ func TestHoldsCLI(t *testing.T) {
 	assert.NotEqual(t, 0, code)
 
 	for i := 0; i < 4; i++ {
-		raiseHold(t, p, map[string]any{"agent.session_id": fmt.Sprintf("cli-%d", i)})
+		raiseHold(t, p, map[string]any{"params.where": fmt.Sprintf("cli-%d", i)})
 	}
 	code, out, _ = cli("adapter-token", "holds", "list", "--limit", "2", "--all-pages", "-o", "json")
 	require.Equal(t, 0, code)
@@ -554,7 +556,7 @@ func TestResolutionAuditFailureIsNotApplied(t *testing.T) {
 	assert.Equal(t, "pending", p.call(t, "GET", "/v1/holds/"+id, nil).str("status"))
 
 	require.NoError(t, os.Remove(path))
-	assert.Equal(t, "pending", resubmitVerdict(t, p, id, "svc_hold_not_approved"))
+	assert.Equal(t, "pending", resubmitVerdict(t, p, id, nil, "svc_hold_not_approved"))
 	require.Equal(t, 200, resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"}).Status)
 	assert.Equal(t, "allow", p.decide(t, resubmission(id, nil)).str("decision"))
 }

@@ -19,6 +19,7 @@ func TestUnknownTopLevelFieldsNeverInfluenceTheDecision(t *testing.T) {
 	held := map[string]any{"action.verb": "delete", "axes.reversibility": "irreversible",
 		"axes.blast_radius": "broad", "target.environment": "production"}
 	plain := p.decide(t, envelope(held))
+	held["params.which"] = "sneaky" // another action (its own hold), of the same envelope hash
 	sneaky := envelope(held)
 	sneaky["frozen"] = false
 	sneaky["cumulative"] = map[string]any{"deletes": 0}

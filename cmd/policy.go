@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -86,7 +87,7 @@ const testingEnvelope = `{"svc_version":"0.2",
 // writeTestingModule writes the module svc.testing: the policy input the
 // engine builds for testingEnvelope, by the engine's own code.
 func writeTestingModule(path string) error {
-	env, err := engine.ParseEnvelope([]byte(testingEnvelope))
+	env, err := envelope.ParseEnvelope([]byte(testingEnvelope))
 	if err != nil {
 		return fmt.Errorf("svc.testing envelope: %w", err)
 	}

@@ -111,7 +111,10 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)}
 	}
+	// No WriteTimeout: it would cut the long-polls of GET /v1/holds/{id}?wait=
+	// (up to engine.MaxHoldWait), which end at shutdown instead.
 	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv.RegisterOnShutdown(a.endWaits)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	a.started(ln.Addr().String())

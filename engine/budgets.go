@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // budgetKeys are the subjects an envelope's charges are counted against:
@@ -16,8 +18,8 @@ type budgetKeys struct {
 	session, agent, principal string
 }
 
-func budgetKeysOf(env *Envelope) budgetKeys {
-	return budgetKeys{session: env.Agent.SessionID, agent: Fold(env.Agent.ID), principal: Fold(env.Agent.OnBehalfOf)}
+func budgetKeysOf(env *envelope.Envelope) budgetKeys {
+	return budgetKeys{session: env.Agent.SessionID, agent: envelope.Fold(env.Agent.ID), principal: envelope.Fold(env.Agent.OnBehalfOf)}
 }
 
 // lockNames are the names of the locks a decision holds from reading its
@@ -54,7 +56,7 @@ func (e *Engine) cumulative(ctx context.Context, k budgetKeys, since time.Time) 
 
 // ChargeOf is what an allowed envelope adds to the totals of its session,
 // agent and principal.
-func ChargeOf(env *Envelope) Totals {
+func ChargeOf(env *envelope.Envelope) Totals {
 	n := env.Magnitude.Count
 	t := Totals{Objects: n}
 	if env.Action.Verb == "delete" {
@@ -69,7 +71,7 @@ func ChargeOf(env *Envelope) Totals {
 // charge books what an allow costs; the charge is committed with the
 // decision's audit records (Journal.Commit), under the locks of its
 // subjects.
-func (e *Engine) charge(env *Envelope, out *outcome, now time.Time) {
+func (e *Engine) charge(env *envelope.Envelope, out *outcome, now time.Time) {
 	k := budgetKeysOf(env)
 	c := &Charge{SessionID: k.session, AgentID: k.agent, PrincipalID: k.principal,
 		DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}

@@ -11,12 +11,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
+
+// transferEnvelope is a transfer in dev whose params are params (a JSON
+// object's members).
+func transferEnvelope(agent, session, params string) []byte {
+	return fmt.Appendf(nil, `{"svc_version":"0.2",
+		"agent":{"id":%q,"on_behalf_of":"human:alice","session_id":%q},
+		"action":{"namespace":"bank","verb":"transfer","ability":"bank/transfer"},
+		"target":{"kind":"account","ref":"acct-1","environment":"dev"},"params":{%s},"magnitude":{"count":1},
+		"axes":{"reversibility":"reversible","blast_radius":"single","externality":"outbound"},
+		"approval":{"present":false,"hold_id":null},"context":{},
+		"meta":{"timestamp":"2026-01-01T00:00:00Z","nonce":"n","signature":"s"}}`, agent, session, params)
+}
 
 // decideBody parses and decides one envelope.
 func (p *pipeline) decideBody(t *testing.T, body []byte) engine.Decision {
 	t.Helper()
-	env, err := engine.ParseEnvelope(body)
+	env, err := envelope.ParseEnvelope(body)
 	require.NoError(t, err)
 	d, _ := p.engine.Decide(context.Background(), engine.Request{Envelope: env, Received: time.Now()})
 	return d

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Request is one decide call: the canonical envelope and what is known of
 // the caller.
 type Request struct {
-	Envelope *Envelope
+	Envelope *envelope.Envelope
 	Gate     string    // gate of a portal-issued credential, "" otherwise
 	Received time.Time // when the request arrived, for the latency figure
 }
@@ -202,13 +204,23 @@ func consumptionOf(redeemed *Hold) *Consumption {
 
 // holdWriteFailed turns a decision whose hold write failed into a deny: a
 // refusal when a concurrent re-submission consumed the hold first (or it
-// lapsed meanwhile), else an engine fault.
+// lapsed meanwhile), else an engine fault; but a require_approval whose
+// hold an identical one, created meanwhile, stands in for reuses that.
 func (e *Engine) holdWriteFailed(ctx context.Context, out *outcome, err error) int {
 	if h := out.redeemed; h != nil && errors.Is(err, ErrConflict) {
 		out.HoldID, out.ParentDecisionID = "", ""
 		out.redeemed, out.charge = nil, nil
 		if err := e.lostRace(ctx, out, h.ID, e.deps.Now()); err != nil {
 			return e.failClosed(out, err)
+		}
+		return http.StatusOK
+	}
+	if h := out.created; h != nil && errors.Is(err, ErrIdenticalHold) {
+		switch reuseErr := e.reuseHold(ctx, out, HoldBinding(h), e.deps.Now()); {
+		case errors.Is(reuseErr, ErrNotFound): // the identical hold went as soon as it came
+			return e.failClosed(out, holdCreationFault(err))
+		case reuseErr != nil:
+			return e.failClosed(out, reuseErr)
 		}
 		return http.StatusOK
 	}
@@ -244,7 +256,7 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 	e.deps.Logger.Error().Err(err).Str("decision_id", out.DecisionID).Str("rule", f.rule).Msg("decision failed closed")
 	out.Decision.Decision, out.Rule, out.Reason = Deny, f.rule, f.reason+"; denied (fail closed)"
 	out.Obligations = []string{}
-	out.HoldID, out.ExpiresTS, out.ParentDecisionID = "", "", ""
+	out.HoldID, out.ExpiresTS, out.ParentDecisionID, out.HoldReused = "", "", "", false
 	out.created, out.redeemed, out.charge = nil, nil, nil
 	return http.StatusInternalServerError
 }
@@ -271,7 +283,7 @@ func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 	case env.Approval.Present:
 		return e.redeem(ctx, req, out, now)
 	case v.Decision == RequireApproval:
-		return e.createHold(req, out, now)
+		return e.holdFor(ctx, req, out, now)
 	}
 	e.charge(env, out, now)
 	return nil
@@ -279,7 +291,7 @@ func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 
 // evaluate asks the policy about env and returns its verdict and the input
 // document it was asked about.
-func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Verdict, json.RawMessage, error) {
+func (e *Engine) evaluate(ctx context.Context, env *envelope.Envelope, now time.Time) (Verdict, json.RawMessage, error) {
 	cumulative, err := e.cumulative(ctx, budgetKeysOf(env), now.Add(-e.cfg.Window))
 	if err != nil {
 		return Verdict{}, nil, internalFault("budget ledger unavailable", err)
@@ -302,9 +314,14 @@ func (e *Engine) evaluate(ctx context.Context, env *Envelope, now time.Time) (Ve
 	return v, input, nil
 }
 
-// createHold makes the hold a require_approval raises, bound to the
-// envelope, its parameters, its actor and the gate it came through.
-func (e *Engine) createHold(req Request, out *outcome, now time.Time) error {
+// holdFor gives a require_approval its hold: the live hold of an identical
+// action (same HoldBinding: envelope hash, parameters, actor and gate),
+// pending or approved and not consumed, or else a new one, bound to all of
+// these. A reused hold keeps its id and expiry; the decision names it and
+// raises no hold event. The commit that would create the new hold refuses
+// it when an identical one was created meanwhile (ErrIdenticalHold), and
+// the decision then reuses that one (holdWriteFailed).
+func (e *Engine) holdFor(ctx context.Context, req Request, out *outcome, now time.Time) error {
 	env := req.Envelope
 	paramsHash, err := env.ParamsHash()
 	if err != nil {
@@ -315,6 +332,24 @@ func (e *Engine) createHold(req Request, out *outcome, now time.Time) error {
 		EnvelopeHash: out.EnvelopeHash, ParamsHash: paramsHash, Gate: &req.Gate,
 		CreatedTS: now, ExpiresTS: now.Add(e.cfg.HoldTTL), DecisionID: out.DecisionID,
 	}
+	err = e.reuseHold(ctx, out, HoldBinding(&h), now)
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
 	out.HoldID, out.ExpiresTS, out.created = h.ID, FormatTime(h.ExpiresTS), &h
+	return nil
+}
+
+// reuseHold makes out name the live hold of binding, if there is one
+// (ErrNotFound when none).
+func (e *Engine) reuseHold(ctx context.Context, out *outcome, binding string, now time.Time) error {
+	h, err := e.deps.Holds.Reusable(ctx, binding, now)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return err
+	case err != nil:
+		return holdCreationFault(err)
+	}
+	out.HoldID, out.ExpiresTS, out.HoldReused, out.created = h.ID, FormatTime(h.ExpiresTS), true, nil
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 	"github.com/svc-dev/svc/rego"
@@ -101,7 +102,7 @@ func (p *pipeline) decideIn(t *testing.T, session, verb string, count int, envir
 // decideStatus decides and returns the decision with its HTTP status.
 func (p *pipeline) decideStatus(t *testing.T, session, verb string, count int, environment, reversibility, blast string) (engine.Decision, int) {
 	t.Helper()
-	env, err := engine.ParseEnvelope(fmt.Appendf(nil, `{"svc_version":"0.2",
+	env, err := envelope.ParseEnvelope(fmt.Appendf(nil, `{"svc_version":"0.2",
 		"agent":{"id":"agent-1","on_behalf_of":"human:alice","session_id":%q},
 		"action":{"namespace":"db","verb":%q,"ability":"db/x"},
 		"target":{"kind":"table","ref":"t","environment":%q},"params":{},"magnitude":{"count":%d},

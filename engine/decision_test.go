@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // TestVerdictOfExactMembers: a verdict's members are read by their exact
@@ -83,7 +85,7 @@ func TestExactMembers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got [2]json.RawMessage
-			require.NoError(t, exactMembers([]byte(tt.doc), []string{"a", "b"}, got[:]))
+			require.NoError(t, envelope.ExactMembers([]byte(tt.doc), []string{"a", "b"}, got[:]))
 			assert.Equal(t, tt.a, string(got[0]))
 			assert.Equal(t, tt.b, string(got[1]))
 		})

@@ -20,6 +20,10 @@ const (
 var (
 	ErrNotFound = &Error{Code: ENOTFOUND, Message: "not found"}
 	ErrConflict = &Error{Code: ECONFLICT, Message: "conflict"}
+	// ErrIdenticalHold refuses to create a hold while one of the same
+	// binding awaits approval or redemption (Holds); its Fields name that
+	// hold_id.
+	ErrIdenticalHold = &Error{Code: ECONFLICT, Name: "identical_hold", Message: "an identical hold is live"}
 )
 
 // Error is an application error with a machine-readable code. Name, when

@@ -1,8 +1,12 @@
 package engine
 
-import "time"
+import (
+	"time"
 
-func (e *Engine) decisionEvent(env *Envelope, req Request, out *outcome) DecisionEvent {
+	"github.com/svc-dev/svc/engine/envelope"
+)
+
+func (e *Engine) decisionEvent(env *envelope.Envelope, req Request, out *outcome) DecisionEvent {
 	now := e.deps.Now()
 	latency := int64(0)
 	if !req.Received.IsZero() {
@@ -17,7 +21,7 @@ func (e *Engine) decisionEvent(env *Envelope, req Request, out *outcome) Decisio
 		Environment: env.Target.Environment, RawEnvironment: env.Target.RawEnvironment,
 		Mode: env.Mode, DecisionLatencyMS: latency, SvcVersion: e.cfg.Version, EpochMS: now.UnixMilli(),
 		DecisionID: out.DecisionID, EnvelopeHash: out.EnvelopeHash,
-		HoldID: out.HoldID, ParentDecisionID: out.ParentDecisionID,
+		HoldID: out.HoldID, HoldReused: out.HoldReused, ParentDecisionID: out.ParentDecisionID,
 		Traceparent: env.Traceparent(), Gate: req.Gate, Obligations: out.Obligations,
 	}
 	if out.policy != nil && out.policy.Shadow != nil {

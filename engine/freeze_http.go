@@ -1,6 +1,10 @@
 package engine
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/svc-dev/svc/engine/envelope"
+)
 
 func (s *Server) handleGetFreeze(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.kill.Query())
@@ -37,7 +41,7 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, InvalidField("frozen", "is required and must be a boolean"))
 		return
 	}
-	view, err := s.kill.Set(r.Context(), *body.Frozen, Clean(body.Reason), by)
+	view, err := s.kill.Set(r.Context(), *body.Frozen, envelope.Clean(body.Reason), by)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -58,7 +62,7 @@ func (s *Server) freezeActor(tok string) (string, error) {
 	if !ok {
 		return "", Errorf(EUNAUTHORIZED, "unknown token")
 	}
-	if Fold(p.Type) != "human" {
+	if envelope.Fold(p.Type) != "human" {
 		return "", &Error{Code: EFORBIDDEN, Name: "principal_type_not_allowed",
 			Message: "only SVC_AUTH_TOKEN or a human resolver may change the freeze",
 			Fields:  map[string]any{"principal": p.String()}}

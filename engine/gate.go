@@ -19,6 +19,8 @@ import (
 	"unicode"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Introspector is the Gatekeeper of POST /v1/decide: it accepts
@@ -371,7 +373,7 @@ func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 
 // answerMembers checks that doc is one JSON object and sets values[i] to
 // the value of its member gateMembers[i], or nil when it has none, with
-// objectScanner.match. An answer that names any member twice, or has a
+// ObjectScanner.Match. An answer that names any member twice, or has a
 // member that spells one of gateMembers another way ("Active", full-width
 // or invisible characters), is refused as a portal fault: JSON readers
 // disagree on such a document (encoding/json keeps the last duplicate and
@@ -379,21 +381,21 @@ func parseGateAnswer(data []byte, now time.Time) (gateAnswer, error) {
 // fault names only svc's own members: the portal's other names are not ours
 // to log.
 func answerMembers(doc []byte, values []json.RawMessage) error {
-	s, err := scanObject(doc)
+	s, err := envelope.ScanObject(doc)
 	if err != nil {
 		return portalFault("portal answer is not a JSON object")
 	}
-	err = s.match(gateMembers[:], values)
-	var f *memberFault
+	err = s.Match(gateMembers[:], values)
+	var f *envelope.MemberFault
 	switch {
 	case err == nil:
 		return nil
 	case !errors.As(err, &f):
 		return portalFault("portal answer is not a JSON object")
-	case f.twice && f.name == "":
+	case f.Twice && f.Name == "":
 		return portalFault("portal answer names a member twice")
-	case f.twice:
-		return portalFault(fmt.Sprintf("portal answer names member %q twice", f.name))
+	case f.Twice:
+		return portalFault(fmt.Sprintf("portal answer names member %q twice", f.Name))
 	}
-	return portalFault(fmt.Sprintf("portal answer spells member %q another way", f.name))
+	return portalFault(fmt.Sprintf("portal answer spells member %q another way", f.Name))
 }

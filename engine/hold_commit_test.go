@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // A hold is written in the transaction of its decision's record: when the
@@ -33,7 +34,7 @@ func TestHoldRowCommitsWithTheDecisionRecord(t *testing.T) {
 // "irreversible", "broad") from session with the approval of holdID.
 func (p *pipeline) resubmit(t *testing.T, session, holdID string) engine.Decision {
 	t.Helper()
-	env, err := engine.ParseEnvelope(fmt.Appendf(nil, `{"svc_version":"0.2",
+	env, err := envelope.ParseEnvelope(fmt.Appendf(nil, `{"svc_version":"0.2",
 		"agent":{"id":"agent-1","on_behalf_of":"human:alice","session_id":%q},
 		"action":{"namespace":"db","verb":"delete","ability":"db/x"},
 		"target":{"kind":"table","ref":"t","environment":"production"},"params":{},"magnitude":{"count":1},

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Hold listing bounds (spec §4.2).
@@ -75,8 +77,19 @@ func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
+// handleGetHold answers a hold; with ?wait=<seconds> it first waits, up to
+// MaxHoldWait, until the hold leaves pending (awaitHold). A client that
+// leaves during the wait gets nothing more.
 func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
-	h, err := s.holds.Get(r.Context(), r.PathValue("id"), s.engine.deps.Now())
+	wait, err := holdWaitQuery(r.URL.Query())
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	h, err := s.awaitHold(r.Context(), r.PathValue("id"), wait)
+	if r.Context().Err() != nil {
+		return
+	}
 	if err != nil {
 		s.writeError(w, notFoundHold(err, r.PathValue("id")))
 		return
@@ -121,12 +134,13 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 		req.Decision = *body.Decision
 	}
 	if body.Reason != nil {
-		req.Reason = Clean(*body.Reason)
+		req.Reason = envelope.Clean(*body.Reason)
 	}
 	h, err := s.resolver.Resolve(r.Context(), req)
 	if err != nil {
 		s.writeError(w, notFoundHold(err, req.HoldID))
 		return
 	}
+	s.watch.notify(req.HoldID)
 	writeJSON(w, http.StatusOK, h)
 }

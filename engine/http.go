@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Gatekeeper authenticates portal-issued gate credentials on /v1/decide
@@ -35,6 +37,7 @@ type Server struct {
 	kill     *KillSwitch             // nil: no freeze routes
 	health   func() map[string]any   // extra /healthz fields, may be nil
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
+	watch    *holdWatch              // wakes the long-polls of holds
 	log      zerolog.Logger
 	// refusedLog is log, sampled, for refused credentials (logRefused).
 	refusedLog zerolog.Logger
@@ -66,6 +69,7 @@ type ServerDeps struct {
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
 		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger,
+		watch:      newHoldWatch(),
 		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
 		portalLog:  deps.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: portalLogPeriod})}
 }
@@ -161,10 +165,10 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 			"reason": "request body exceeds SVC_MAX_BODY_BYTES"})
 		return
 	}
-	env, err := ParseEnvelope(body)
-	var inv *InvalidEnvelope
+	env, err := envelope.ParseEnvelope(body)
+	var inv *envelope.InvalidEnvelope
 	switch {
-	case errors.Is(err, ErrInvalidJSON):
+	case errors.Is(err, envelope.ErrInvalidJSON):
 		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
 			"reason": "request body is not one well-formed JSON value"})
 		return

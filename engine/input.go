@@ -1,15 +1,19 @@
 package engine
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/svc-dev/svc/engine/envelope"
+)
 
 // PolicyInput is the input document handed to OPA (docs/policy.md). Only the
 // engine builds it: Cumulative comes from the ledger and Frozen from the
 // operator's kill switch, never from the caller.
 type PolicyInput struct {
-	Envelope    *Envelope  `json:"envelope"`
-	ActionWords []string   `json:"action_words"`
-	Cumulative  Cumulative `json:"cumulative"`
-	Frozen      bool       `json:"frozen"`
+	Envelope    *envelope.Envelope `json:"envelope"`
+	ActionWords []string           `json:"action_words"`
+	Cumulative  Cumulative         `json:"cumulative"`
+	Frozen      bool               `json:"frozen"`
 }
 
 // Cumulative is what was spent within the rolling window before the action
@@ -26,7 +30,7 @@ type Cumulative struct {
 // PolicyInputOf is the policy input document of env, as the engine sends it
 // to OPA: unknown envelope members removed, the action's words, what was
 // spent before it, and the freeze flag.
-func PolicyInputOf(env *Envelope, c Cumulative, frozen bool) (json.RawMessage, error) {
+func PolicyInputOf(env *envelope.Envelope, c Cumulative, frozen bool) (json.RawMessage, error) {
 	policyEnv := *env
 	policyEnv.Extra = nil // unknown fields never influence a decision
 	words := env.Words

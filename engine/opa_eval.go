@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // opaQuery is the one query svc asks of a policy pack.
@@ -82,13 +84,13 @@ func (e *EvalEvaluator) Check(ctx context.Context) error {
 // probeInput is an internal read in dev: every sound pack decides it.
 func probeInput() PolicyInput {
 	return PolicyInput{
-		Envelope: &Envelope{
-			Agent:     Agent{ID: "svc-probe", SessionID: "svc-probe"},
-			Action:    Action{Namespace: "svc", Verb: "read", RawVerb: "read", Ability: "svc/read"},
-			Target:    Target{Kind: "probe", Ref: "probe", Environment: "dev", RawEnvironment: "dev"},
-			Magnitude: Magnitude{Count: 1},
-			Axes:      Axes{Reversibility: "reversible", BlastRadius: "single", Externality: "internal"},
-			Mode:      ModeEnforce,
+		Envelope: &envelope.Envelope{
+			Agent:     envelope.Agent{ID: "svc-probe", SessionID: "svc-probe"},
+			Action:    envelope.Action{Namespace: "svc", Verb: "read", RawVerb: "read", Ability: "svc/read"},
+			Target:    envelope.Target{Kind: "probe", Ref: "probe", Environment: "dev", RawEnvironment: "dev"},
+			Magnitude: envelope.Magnitude{Count: 1},
+			Axes:      envelope.Axes{Reversibility: "reversible", BlastRadius: "single", Externality: "internal"},
+			Mode:      envelope.ModeEnforce,
 		},
 		ActionWords: []string{"read", "svc"},
 		Cumulative:  Cumulative{WindowSeconds: 3600},
@@ -186,7 +188,7 @@ func (o *opaOutput) Write(p []byte) (int, error) {
 // parseOPAVerdict extracts the one valid verdict from the output of
 // `opa eval --format json`, {"result": [{"expressions": [{"value": ...}]}]}:
 // one result per solution, one value per query expression. An undefined
-// query prints {}. Member names are matched exactly (see exactMembers).
+// query prints {}. Member names are matched exactly (see ExactMembers).
 func parseOPAVerdict(out []byte) (Verdict, error) {
 	result, n, err := onlyElement(out, "result")
 	switch {
@@ -205,7 +207,7 @@ func parseOPAVerdict(out []byte) (Verdict, error) {
 		return Verdict{}, fmt.Errorf("policy returned %d expressions, want 1", n)
 	}
 	var value [1]json.RawMessage
-	if err := exactMembers(expression, []string{"value"}, value[:]); err != nil {
+	if err := envelope.ExactMembers(expression, []string{"value"}, value[:]); err != nil {
 		return Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
 	}
 	return verdictOf(value[0])
@@ -216,7 +218,7 @@ func parseOPAVerdict(out []byte) (Verdict, error) {
 // member is an empty array.
 func onlyElement(doc []byte, name string) (json.RawMessage, int, error) {
 	var member [1]json.RawMessage
-	if err := exactMembers(doc, []string{name}, member[:]); err != nil {
+	if err := envelope.ExactMembers(doc, []string{name}, member[:]); err != nil {
 		return nil, 0, err
 	}
 	var elements []json.RawMessage

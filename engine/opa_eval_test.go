@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -66,7 +67,7 @@ func withAction(verb, env, rev, radius, ext string, count int64) func(*PolicyInp
 	return func(in *PolicyInput) {
 		in.Envelope.Action.Verb = verb
 		in.Envelope.Target.Environment = env
-		in.Envelope.Axes = Axes{Reversibility: rev, BlastRadius: radius, Externality: ext}
+		in.Envelope.Axes = envelope.Axes{Reversibility: rev, BlastRadius: radius, Externality: ext}
 		in.Envelope.Magnitude.Count = count
 	}
 }

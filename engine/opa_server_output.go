@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 
 	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // opaOutputTail is how much of a supervised server's latest output is kept
@@ -62,11 +64,11 @@ var opaRecordMembers = [...]string{"level", "err"}
 // recordLevel is the level opa gave a line of its output, and at least warn
 // when it reports an error (a failed reload is an info record carrying
 // "err"), or is not one of opa's JSON records (whose member names are
-// matched exactly, see exactMembers).
+// matched exactly, see ExactMembers).
 func recordLevel(b []byte) zerolog.Level {
 	var members [len(opaRecordMembers)]json.RawMessage
 	var level string
-	if exactMembers(b, opaRecordMembers[:], members[:]) != nil ||
+	if envelope.ExactMembers(b, opaRecordMembers[:], members[:]) != nil ||
 		members[0] != nil && json.Unmarshal(members[0], &level) != nil {
 		return zerolog.WarnLevel
 	}

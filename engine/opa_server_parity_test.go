@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -59,8 +61,12 @@ func withMoney(amount, currency string, session, agent Usage, act func(*PolicyIn
 	return func(in *PolicyInput) {
 		act(in)
 		if amount != "" {
-			v := validator{}
-			in.Envelope.Money = v.money(map[string]any{"amount": amount, "currency": currency})
+			units, err := strconv.ParseInt(amount, 10, 64) // whole amounts only, here
+			if err != nil {
+				panic(err)
+			}
+			in.Envelope.Money = &envelope.Money{Amount: amount, Units: units * 10_000,
+				Currency: envelope.CanonicalCurrency(currency), RawCurrency: currency}
 		}
 		in.Cumulative.Usage, in.Cumulative.Agent = session, agent
 	}

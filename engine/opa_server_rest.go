@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 const (
@@ -209,24 +211,24 @@ func (e *RESTEvaluator) evaluateBatch(ctx context.Context, inputs []json.RawMess
 // batchValues reads the answer to a batch query of n inputs,
 // {"result": {"0": <decision>, ...}}, and returns the decisions by
 // position, nil where undefined. Member names are matched exactly (see
-// exactMembers); members of the result other than the positions 0 to n-1,
+// ExactMembers); members of the result other than the positions 0 to n-1,
 // spelled as OPA writes them, are ignored, and a position given twice makes
 // the answer malformed.
 func batchValues(raw []byte, n int) ([]json.RawMessage, error) {
 	var result [1]json.RawMessage
-	if err := exactMembers(raw, []string{"result"}, result[:]); err != nil {
+	if err := envelope.ExactMembers(raw, []string{"result"}, result[:]); err != nil {
 		return nil, fmt.Errorf("parse opa server batch answer %q: %w", opaSnippet(raw), err)
 	}
 	if result[0] == nil || string(result[0]) == "null" {
 		return nil, fmt.Errorf("batch document: %w", errPolicyUndefined)
 	}
-	s, err := scanObject(result[0])
+	s, err := envelope.ScanObject(result[0])
 	if err != nil {
 		return nil, fmt.Errorf("parse opa server batch answer %q: result: %w", opaSnippet(raw), err)
 	}
 	values := make([]json.RawMessage, n)
-	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
-		key := memberName(quoted)
+	for quoted, value, ok := s.Next(); ok; quoted, value, ok = s.Next() {
+		key := envelope.MemberName(quoted)
 		i, err := strconv.Atoi(string(key))
 		if err != nil || i < 0 || i >= n || string(key) != strconv.Itoa(i) {
 			continue
@@ -287,10 +289,10 @@ func probe(ctx context.Context, ev Evaluator) error {
 
 // parseRESTVerdict extracts the one valid verdict from a data API answer,
 // {"result": <decision>}; an answer without a result is undefined. Member
-// names are matched exactly (see exactMembers).
+// names are matched exactly (see ExactMembers).
 func parseRESTVerdict(raw []byte) (Verdict, error) {
 	var result [1]json.RawMessage
-	if err := exactMembers(raw, []string{"result"}, result[:]); err != nil {
+	if err := envelope.ExactMembers(raw, []string{"result"}, result[:]); err != nil {
 		return Verdict{}, fmt.Errorf("parse opa server answer %q: %w", opaSnippet(raw), err)
 	}
 	if result[0] == nil {

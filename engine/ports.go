@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Evaluator evaluates the policy input document (see docs/policy.md) and
@@ -173,13 +175,13 @@ func (p Principal) String() string { return p.Type + ":" + p.ID }
 
 // Hold is a pending approval created by a require_approval decision.
 type Hold struct {
-	ID           string    `json:"id"`
-	Status       string    `json:"status"`
-	Rule         string    `json:"rule"`
-	Reason       string    `json:"reason"`
-	Envelope     *Envelope `json:"envelope"`
-	EnvelopeHash string    `json:"envelope_hash"`
-	ParamsHash   string    `json:"params_hash"`
+	ID           string             `json:"id"`
+	Status       string             `json:"status"`
+	Rule         string             `json:"rule"`
+	Reason       string             `json:"reason"`
+	Envelope     *envelope.Envelope `json:"envelope"`
+	EnvelopeHash string             `json:"envelope_hash"`
+	ParamsHash   string             `json:"params_hash"`
 	// Gate is the gate of the portal credential that raised the hold, ""
 	// for SVC_AUTH_TOKEN or none; nil for a hold raised before svc recorded
 	// gates, which is not bound to one.
@@ -212,10 +214,19 @@ type HoldPage struct {
 
 // Holds reads the durable hold store; the decision path writes holds
 // through Journal.Commit. Get and List report a pending or approved hold
-// whose expiry has passed as expired.
+// whose expiry has passed as expired. Reusable returns the hold a
+// require_approval of binding (HoldBinding) reuses: one that is pending,
+// or approved and not consumed, and unexpired at now (an approved one
+// first, then the newest); ErrNotFound when there is none.
+//
+// A Journal that creates a hold (Entry.Create) while such a hold exists
+// refuses it with an error matching ErrIdenticalHold, in the transaction
+// that would have created it: of concurrent identical require_approval
+// decisions one creates the hold and the others reuse it.
 type Holds interface {
 	Get(ctx context.Context, id string, now time.Time) (Hold, error)
 	List(ctx context.Context, q HoldQuery) (HoldPage, error)
+	Reusable(ctx context.Context, binding string, now time.Time) (Hold, error)
 }
 
 // ResolveRequest is a request to approve or reject a hold, as received on

@@ -2,8 +2,13 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // redeem spends an approved hold on a re-submission. The hold must exist,
@@ -56,13 +61,30 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 		return ReasonHoldEnvelopeMismatch, "the action, target, magnitude or axes differ from the held envelope"
 	case err != nil || h.ParamsHash != paramsHash:
 		return ReasonHoldEnvelopeMismatch, "the parameters differ from the held envelope"
-	case h.Envelope == nil || Fold(h.Envelope.Agent.ID) != Fold(env.Agent.ID) ||
-		Fold(h.Envelope.Agent.OnBehalfOf) != Fold(env.Agent.OnBehalfOf):
+	case h.Envelope == nil || envelope.Fold(h.Envelope.Agent.ID) != envelope.Fold(env.Agent.ID) ||
+		envelope.Fold(h.Envelope.Agent.OnBehalfOf) != envelope.Fold(env.Agent.OnBehalfOf):
 		return ReasonHoldActorMismatch, "the hold was raised for another agent or principal"
 	case h.Gate != nil && *h.Gate != req.Gate:
 		return ReasonHoldActorMismatch, "the hold was raised through another gate"
 	}
 	return "", ""
+}
+
+// HoldBinding is the key of what a hold is bound to, under which a
+// require_approval reuses it (Holds.Reusable): sha256 hex of the envelope
+// hash, the params hash, the folded agent.id and agent.on_behalf_of and the
+// gate, the values a re-submission must match to redeem it (binding). A
+// hold without envelope, or raised before svc recorded gates, has none
+// (""), and is never reused.
+func HoldBinding(h *Hold) string {
+	if h.Envelope == nil || h.Gate == nil {
+		return ""
+	}
+	a := h.Envelope.Agent
+	key, _ := json.Marshal([]string{h.EnvelopeHash, h.ParamsHash, envelope.Fold(a.ID), envelope.Fold(a.OnBehalfOf),
+		*h.Gate}) // strings always marshal
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:])
 }
 
 func statusRefusal(status string) (string, string) {

@@ -5,13 +5,8 @@ import (
 	"errors"
 	"slices"
 	"strings"
-)
 
-// Reasons of refused member names, worded alike by decodeStrict and on
-// /v1/decide (keyScanner; docs/api.md "No ambiguous keys").
-const (
-	reasonDuplicateKey = "duplicate key (keys must be unique)"
-	reasonSpelling     = "field names are spelled exactly as documented: "
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // invalidJSON is the 400 of a request body that is not the JSON object its
@@ -55,26 +50,26 @@ func decodeStrict(body []byte, v any, usage string, fields ...string) error {
 // against fields, and those of its members that are objects with
 // documented members of their own. A member that is an object where none is
 // documented is left to the type check of json.Unmarshal, which names it.
-// A doc that is not an object is refused with errNotObject.
+// A doc that is not an object is refused (envelope.ScanObject).
 func checkMembers(doc []byte, path string, fields []string) error {
-	s, err := scanObject(doc)
+	s, err := envelope.ScanObject(doc)
 	if err != nil {
 		return err
 	}
 	var array [8][]byte
 	keys := array[:0]
-	var seen keySet
-	for quoted, value, ok := s.next(); ok; quoted, value, ok = s.next() {
-		key := memberName(quoted)
+	var seen envelope.KeySet
+	for quoted, value, ok := s.Next(); ok; quoted, value, ok = s.Next() {
+		key := envelope.MemberName(quoted)
 		name := string(key)
 		member := memberPath(path, name)
 		var dup bool
-		keys, dup = seen.add(keys, key)
+		keys, dup = seen.Add(keys, key)
 		switch {
 		case dup:
-			return invalidJSON(reasonDuplicateKey, member)
+			return invalidJSON(envelope.ReasonDuplicateKey, member)
 		case !slices.Contains(fields, member) || strings.Contains(name, "."):
-			return invalidJSON(reasonSpelling+documented(fields, path), member)
+			return invalidJSON(envelope.ReasonSpelling+documented(fields, path), member)
 		}
 		if value[0] == '{' && hasMembers(fields, member) {
 			if err := checkMembers(value, member, fields); err != nil {

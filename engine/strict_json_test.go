@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // ambiguousCase is a body that JSON readers disagree on or a strict reader
@@ -258,4 +261,30 @@ func (m *memFreeze) LoadFreeze(context.Context) (FreezeState, error) { return m.
 func (m *memFreeze) SaveFreeze(_ context.Context, st FreezeState) error {
 	m.st = st
 	return nil
+}
+
+// TestDecodeStrictManyMembers checks duplicates among many members of a
+// strictly decoded body (more than envelope.KeySet compares one by one).
+func TestDecodeStrictManyMembers(t *testing.T) {
+	fields := make([]string, 0, 48)
+	var body strings.Builder
+	body.WriteString("{")
+	for i := range cap(fields) {
+		fields = append(fields, fmt.Sprintf("f%d", i))
+		fmt.Fprintf(&body, `"f%d":%d,`, i, i)
+	}
+	body.WriteString(`"f5":5}`)
+	var got map[string]int
+	err := decodeStrict([]byte(body.String()), &got, "usage", fields...)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, envelope.ReasonDuplicateKey, e.Message)
+	assert.Equal(t, "f5", fieldOf(e))
+}
+
+// TestPortalNullAnswerIsNoObject checks that null, which the verdict
+// readers take for an object without members, is a portal fault.
+func TestPortalNullAnswerIsNoObject(t *testing.T) {
+	var values [len(gateMembers)]json.RawMessage
+	assert.ErrorContains(t, answerMembers([]byte("null"), values[:]), "portal answer is not a JSON object")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -39,7 +40,7 @@ func fullDecision() engine.DecisionEvent {
 		Verb:              "delete",
 		RawVerb:           "remove",
 		Ability:           "files.delete",
-		Axes:              engine.Axes{Reversibility: "irreversible", BlastRadius: "org", Externality: "internal"},
+		Axes:              envelope.Axes{Reversibility: "irreversible", BlastRadius: "org", Externality: "internal"},
 		MagnitudeCount:    250,
 		SessionID:         "sess-1",
 		AgentID:           "agent-7",
@@ -69,7 +70,7 @@ func minimalDecision() engine.DecisionEvent {
 		RuleID:       "svc.policy/default_allow",
 		Verb:         "read",
 		Ability:      "files.read",
-		Axes:         engine.Axes{Reversibility: "reversible", BlastRadius: "self", Externality: "internal"},
+		Axes:         envelope.Axes{Reversibility: "reversible", BlastRadius: "self", Externality: "internal"},
 		SessionID:    "sess-2",
 		AgentID:      "agent-8",
 		OnBehalfOf:   "bob",

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 )
@@ -70,7 +71,7 @@ func (r ledgerRig) raise(t *testing.T, id string) {
 	t.Helper()
 	now := time.Now()
 	h := engine.Hold{ID: id, DecisionID: "held-" + id, Rule: "svc.policy/irreversible_broad_prod",
-		Envelope:  &engine.Envelope{Agent: engine.Agent{ID: "agent-7", SessionID: "s"}},
+		Envelope:  &envelope.Envelope{Agent: envelope.Agent{ID: "agent-7", SessionID: "s"}},
 		CreatedTS: now, ExpiresTS: now.Add(time.Hour)}
 	rec := map[string]string{"decision_id": h.DecisionID, "verdict": "require_approval", "hold_id": id}
 	require.NoError(t, r.audit.Commit(context.Background(), engine.Entry{

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // DefaultTerminalRule is always terminal: a hold under it can never be
@@ -102,7 +103,7 @@ func parsePolicy(src string) (policy, error) {
 // two keys differ only by surrounding space: a map would keep either one,
 // depending on its iteration order.
 func uniqueRules(src string) error {
-	keys, err := engine.MemberNames([]byte(src))
+	keys, err := envelope.MemberNames([]byte(src))
 	if err != nil {
 		return fmt.Errorf("want a JSON object {rule: [principal types]}: %w", err)
 	}

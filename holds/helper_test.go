@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // dsnPragmas are the pragmas the ledger opens svc's database with.
@@ -44,14 +45,14 @@ func newTestStore(t *testing.T) *Store {
 func newHold(id string, created time.Time) engine.Hold {
 	return engine.Hold{
 		ID: id, Rule: "svc.policy/irreversible_broad_prod", Reason: "irreversible broad action in production",
-		Envelope: &engine.Envelope{
-			SvcVersion: "0.2", Mode: engine.ModeEnforce,
-			Agent:     engine.Agent{ID: "agent-7", OnBehalfOf: "human:carol", SessionID: "sess-1"},
-			Action:    engine.Action{Namespace: "fs", Verb: "delete", RawVerb: "rm", Ability: "fs/delete"},
-			Target:    engine.Target{Kind: "dir", Ref: "/srv/data", Environment: "production", RawEnvironment: "prod"},
+		Envelope: &envelope.Envelope{
+			SvcVersion: "0.2", Mode: envelope.ModeEnforce,
+			Agent:     envelope.Agent{ID: "agent-7", OnBehalfOf: "human:carol", SessionID: "sess-1"},
+			Action:    envelope.Action{Namespace: "fs", Verb: "delete", RawVerb: "rm", Ability: "fs/delete"},
+			Target:    envelope.Target{Kind: "dir", Ref: "/srv/data", Environment: "production", RawEnvironment: "prod"},
 			Params:    map[string]any{"recursive": true},
-			Magnitude: engine.Magnitude{Count: 40},
-			Axes:      engine.Axes{Reversibility: "irreversible", BlastRadius: "broad", Externality: "internal"},
+			Magnitude: envelope.Magnitude{Count: 40},
+			Axes:      envelope.Axes{Reversibility: "irreversible", BlastRadius: "broad", Externality: "internal"},
 			Context:   map[string]any{"traceparent": "00-abc-def-01"},
 		},
 		EnvelopeHash: "ehash-" + id, ParamsHash: "phash-" + id,

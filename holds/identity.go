@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Principal types (spec §2.3).
@@ -20,7 +21,7 @@ const maxPrincipalIDLen = 256
 
 // principalType returns the canonical principal type of s, if it is one.
 func principalType(s string) (string, bool) {
-	switch t := engine.Fold(s); t {
+	switch t := envelope.Fold(s); t {
 	case TypeHuman, TypeAgent, TypeAutomation:
 		return t, true
 	}
@@ -36,7 +37,7 @@ const maxPrefixLetters = 32
 // that "human:alice", "human::alice", "human:human:alice", "user:alice",
 // "Alice" and "ａｌｉｃｅ" all name alice.
 func bareID(s string) string {
-	f := engine.Fold(s)
+	f := envelope.Fold(s)
 	for {
 		word, rest, ok := strings.Cut(f, ":")
 		if !ok || !prefixWord(strings.TrimSpace(word)) {
@@ -77,7 +78,7 @@ func names(s string) []string {
 // isActor reports whether p is the requesting agent of a hold or the
 // principal it acts for, whatever p's type: whether any name of p is a name
 // of agent.id or agent.on_behalf_of.
-func isActor(a engine.Agent, p engine.Principal) bool {
+func isActor(a envelope.Agent, p engine.Principal) bool {
 	who := names(p.ID)
 	if who[0] == "" {
 		return true // an identity that folds to nothing cannot be told apart: refuse

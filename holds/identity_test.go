@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 func TestFourEyes(t *testing.T) {
@@ -129,7 +130,7 @@ func TestIsActor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := isActor(engine.Agent{ID: tt.agentID, OnBehalfOf: tt.onBehalfOf}, tt.approver)
+			got := isActor(envelope.Agent{ID: tt.agentID, OnBehalfOf: tt.onBehalfOf}, tt.approver)
 			assert.Equal(t, tt.want, got, "agent %q on behalf of %q, approver %q", tt.agentID, tt.onBehalfOf, tt.approver.ID)
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // Store is the SQLite hold store. It shares svc's one database with the
@@ -74,8 +75,11 @@ type querier interface {
 }
 
 // CreateIn persists a new pending hold in tx, the transaction that records
-// the decision raising it. A hold with the same id is ErrExists; a hold
-// without id, rule, envelope or a future expiry is invalid.
+// the decision raising it, unless a live hold of the same binding
+// (engine.HoldBinding) exists as of its creation: that is refused with an
+// error matching engine.ErrIdenticalHold naming the live hold, and nothing
+// is written. A hold with the same id is ErrExists; a hold without id,
+// rule, envelope or a future expiry is invalid.
 func (s *Store) CreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) error {
 	return create(ctx, tx, h)
 }
@@ -88,12 +92,14 @@ func create(ctx context.Context, q querier, h engine.Hold) error {
 	if err != nil {
 		return fmt.Errorf("create hold %s: encode envelope: %w", h.ID, err)
 	}
-	a := h.Envelope.Agent
+	a, binding := h.Envelope.Agent, engine.HoldBinding(&h)
 	res, err := q.ExecContext(ctx, `INSERT INTO holds (id, status, rule, reason, envelope,
 		envelope_hash, params_hash, gate, agent_id, on_behalf_of, session_id, created_ms, expires_ms,
-		decision_id) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		decision_id, binding) SELECT ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE NOT EXISTS (SELECT 1 FROM holds WHERE `+liveHold+`) ON CONFLICT (id) DO NOTHING`,
 		h.ID, h.Rule, h.Reason, string(env), h.EnvelopeHash, h.ParamsHash, h.Gate, a.ID, a.OnBehalfOf,
-		a.SessionID, h.CreatedTS.UnixMilli(), h.ExpiresTS.UnixMilli(), h.DecisionID)
+		a.SessionID, h.CreatedTS.UnixMilli(), h.ExpiresTS.UnixMilli(), h.DecisionID, nullable(binding),
+		binding, h.CreatedTS.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("create hold %s: %w", h.ID, err)
 	}
@@ -101,12 +107,49 @@ func create(ctx context.Context, q querier, h engine.Hold) error {
 	if err != nil {
 		return fmt.Errorf("create hold %s: %w", h.ID, err)
 	}
-	if n != 1 {
-		return fmt.Errorf("create hold %s: %w", h.ID,
-			derive(ErrExists, "a hold with this id exists", map[string]any{"hold_id": h.ID}))
+	if n == 1 {
+		return nil
 	}
-	return nil
+	switch live, err := reusable(ctx, q, binding, h.CreatedTS); {
+	case err == nil:
+		return fmt.Errorf("create hold %s: %w", h.ID, derive(engine.ErrIdenticalHold,
+			"hold "+live.ID+" is bound to the same action and actor", map[string]any{"hold_id": live.ID}))
+	case !errors.Is(err, ErrNotFound):
+		return fmt.Errorf("create hold %s: %w", h.ID, err)
+	}
+	return fmt.Errorf("create hold %s: %w", h.ID,
+		derive(ErrExists, "a hold with this id exists", map[string]any{"hold_id": h.ID}))
 }
+
+// liveHold is the condition, on a binding and a time in Unix
+// milliseconds, of the hold that a require_approval of that binding reuses
+// at that time: pending, or approved (and so not consumed), and unexpired.
+const liveHold = `binding = ? AND status IN ('pending', 'approved') AND expires_ms > ?`
+
+// Reusable returns the live hold of binding as of now (see engine.Holds):
+// an approved one first, then the newest. None, or an empty binding, is
+// ErrNotFound.
+func (s *Store) Reusable(ctx context.Context, binding string, now time.Time) (engine.Hold, error) {
+	return reusable(ctx, s.db, binding, now)
+}
+
+func reusable(ctx context.Context, q querier, binding string, now time.Time) (engine.Hold, error) {
+	if binding == "" {
+		return engine.Hold{}, notFound("")
+	}
+	hs, err := queryHolds(ctx, q, now, `SELECT `+holdColumns+` FROM holds WHERE `+liveHold+`
+		ORDER BY status = 'approved' DESC, created_ms DESC, id DESC LIMIT 1`, binding, now.UnixMilli())
+	switch {
+	case err != nil:
+		return engine.Hold{}, fmt.Errorf("find reusable hold: %w", err)
+	case len(hs) == 0:
+		return engine.Hold{}, notFound("")
+	}
+	return hs[0], nil
+}
+
+// nullable is s, or NULL when s is empty.
+func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 func validateNew(h engine.Hold) error {
 	switch {
@@ -202,10 +245,10 @@ func scanHold(sc scanner, now time.Time) (engine.Hold, error) {
 // context as json.Number, as ParseEnvelope gave them: the approver is shown
 // each number exactly as the agent sent it, not as a float64 reads it
 // (9007199254740993 would read as 9007199254740992).
-func decodeEnvelope(stored string) (*engine.Envelope, error) {
+func decodeEnvelope(stored string) (*envelope.Envelope, error) {
 	dec := json.NewDecoder(strings.NewReader(stored))
 	dec.UseNumber()
-	env := new(engine.Envelope)
+	env := new(envelope.Envelope)
 	if err := dec.Decode(env); err != nil {
 		return nil, err
 	}

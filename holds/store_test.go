@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 func TestStoreCreateGet(t *testing.T) {
@@ -319,7 +320,7 @@ func TestMigrateIdempotentBesideLedger(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM holds_migrations`).Scan(&n))
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	require.NoError(t, err)
-	require.Len(t, names, 3)
+	require.Len(t, names, 4)
 	require.Equal(t, len(names), n, "each migration once")
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM holds_cursor_key`).Scan(&n))
 	require.Equal(t, 1, n, "one cursor key, drawn once")
@@ -353,7 +354,7 @@ func TestStoreKeepsParamsNumbersExact(t *testing.T) {
 	assert.Contains(t, string(body), `"budget":0.10000000000000000000`)
 
 	// An envelope ParseEnvelope accepted keeps its spelling through the store.
-	env, err := engine.ParseEnvelope([]byte(`{"agent": {"id": "agent-7", "session_id": "s"},
+	env, err := envelope.ParseEnvelope([]byte(`{"agent": {"id": "agent-7", "session_id": "s"},
 		"action": {"verb": "transfer", "ability": "bank/transfer"}, "target": {"environment": "production"},
 		"magnitude": {"count": 1}, "axes": {"reversibility": "irreversible", "blast_radius": "single",
 		"externality": "outbound"}, "approval": {"present": false},

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // maxTokensFileBytes bounds the SVC_RESOLVER_TOKENS file.
@@ -90,7 +91,7 @@ func parseTokens(data []byte) (tokenSet, error) {
 // and another an agent. An entry that is not an object is left to
 // strictDecode, which names what it is.
 func exactPrincipalKeys(entry []byte) error {
-	keys, err := engine.MemberNames(entry)
+	keys, err := envelope.MemberNames(entry)
 	if err != nil {
 		return nil // not an object: strictDecode says what it is
 	}
@@ -108,7 +109,7 @@ func exactPrincipalKeys(entry []byte) error {
 // a map would silently keep the last of. The error names the entries by
 // position, never by token.
 func uniqueTokens(data []byte) error {
-	keys, err := engine.MemberNames(data)
+	keys, err := envelope.MemberNames(data)
 	if err != nil {
 		return fmt.Errorf("resolver tokens: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/holds"
 )
 
@@ -53,7 +54,7 @@ func TestHoldWriteRefusalFailsItsEntryAlone(t *testing.T) {
 	invalid.create = &engine.Hold{ID: "h-invalid", CreatedTS: now, ExpiresTS: now.Add(time.Hour)} // no rule
 	created := entryOf("d-created")
 	created.create = &engine.Hold{ID: "h-ok", DecisionID: "d-created", Rule: "svc.policy/irreversible_broad_prod",
-		Envelope: &engine.Envelope{}, CreatedTS: now, ExpiresTS: now.Add(time.Hour)}
+		Envelope: &envelope.Envelope{}, CreatedTS: now, ExpiresTS: now.Add(time.Hour)}
 	approval := engine.HoldResolution{HoldID: "h-ok", Status: engine.HoldApproved,
 		By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, At: now}
 	resolved, again := entryOf("d-resolved"), entryOf("d-again")

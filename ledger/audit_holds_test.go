@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 )
@@ -34,7 +35,7 @@ func TestCommitLinesFailureUndoesHoldWrites(t *testing.T) {
 	good, full := withHolds(filepath.Join(t.TempDir(), "audit.jsonl")), withHolds("/dev/full")
 	now := time.Now()
 	hold := engine.Hold{ID: "h1", DecisionID: "d1", Rule: "svc.policy/irreversible_broad_prod",
-		Envelope: &engine.Envelope{}, CreatedTS: now, ExpiresTS: now.Add(time.Hour)}
+		Envelope: &envelope.Envelope{}, CreatedTS: now, ExpiresTS: now.Add(time.Hour)}
 	status := func() string {
 		h, err := store.Get(ctx, "h1", time.Now())
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/holds"
 )
 
@@ -131,7 +132,7 @@ func approvedHold(t *testing.T, a *Audit) engine.Hold {
 	ctx := context.Background()
 	now := time.Now()
 	h := engine.Hold{ID: "h1", DecisionID: "d-held", Rule: "svc.policy/irreversible_broad_prod",
-		Envelope: &engine.Envelope{}, CreatedTS: now, ExpiresTS: now.Add(time.Hour)}
+		Envelope: &envelope.Envelope{}, CreatedTS: now, ExpiresTS: now.Add(time.Hour)}
 	require.NoError(t, a.Commit(ctx, engine.Entry{
 		Records: []engine.AuditRecord{{Kind: engine.EventDecision, Body: map[string]string{"decision_id": "d-held"}}},
 		Create:  &h,

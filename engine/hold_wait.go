@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// MaxHoldWait is the longest GET /v1/holds/{id}?wait= waits (docs/api.md):
+// well below a gateway's guardrail timeout (LiteLLM's is 600 s) and the
+// idle timeouts of common proxies' long-lived requests.
+const MaxHoldWait = 300 * time.Second
+
+// holdWaitQuery parses the wait parameter of GET /v1/holds/{id}: absent is
+// no wait; else it must be given once, as whole seconds from 0 to
+// MaxHoldWait.
+func holdWaitQuery(q url.Values) (time.Duration, error) {
+	vals, ok := q["wait"]
+	if !ok {
+		return 0, nil
+	}
+	maxSeconds := int(MaxHoldWait / time.Second)
+	reason := "must be given once, as whole seconds from 0 to " + strconv.Itoa(maxSeconds)
+	if len(vals) != 1 || !digits.MatchString(vals[0]) {
+		return 0, InvalidField("wait", reason)
+	}
+	n, err := strconv.Atoi(vals[0])
+	if err != nil || n > maxSeconds {
+		return 0, InvalidField("wait", reason)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// holdWatch wakes the long-polls of holds when a hold leaves pending in
+// this process (a resolution); an expiry wakes them by its own timer. It
+// never reads the store: a waiter re-reads its hold once it is woken.
+type holdWatch struct {
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{}
+	closed  chan struct{} // closed when the server shuts down: every wait ends
+	once    sync.Once
+}
+
+func newHoldWatch() *holdWatch {
+	return &holdWatch{waiters: map[string]map[chan struct{}]struct{}{}, closed: make(chan struct{})}
+}
+
+// subscribe returns a channel closed at the next notify of id, and its
+// cancellation.
+func (w *holdWatch) subscribe(id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	set := w.waiters[id]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		w.waiters[id] = set
+	}
+	set[ch] = struct{}{}
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if set, ok := w.waiters[id]; ok {
+			delete(set, ch)
+			if len(set) == 0 {
+				delete(w.waiters, id)
+			}
+		}
+	}
+}
+
+// notify wakes every waiter of id.
+func (w *holdWatch) notify(id string) {
+	w.mu.Lock()
+	set := w.waiters[id]
+	delete(w.waiters, id)
+	w.mu.Unlock()
+	for ch := range set {
+		close(ch)
+	}
+}
+
+// close ends every wait, present and future, at once.
+func (w *holdWatch) close() { w.once.Do(func() { close(w.closed) }) }
+
+// awaitHold returns hold id as Holds.Get does, once it is no longer
+// pending or wait has passed, whichever comes first: it subscribes before
+// each read, so a resolution between the read and the wait is not missed,
+// and sleeps until a resolution in this process, the hold's expiry, the
+// end of the wait or the end of ctx (the client gone). With a zero wait it
+// is Holds.Get.
+func (s *Server) awaitHold(ctx context.Context, id string, wait time.Duration) (Hold, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		woken, cancel := s.watch.subscribe(id)
+		h, err := s.holds.Get(ctx, id, s.engine.deps.Now())
+		if err != nil || h.Status != HoldPending || wait <= 0 {
+			cancel()
+			return h, err
+		}
+		expiry := time.NewTimer(h.ExpiresTS.Sub(s.engine.deps.Now()))
+		select {
+		case <-woken:
+		case <-expiry.C:
+		case <-deadline.C:
+			wait = 0 // read once more and answer
+		case <-s.watch.closed:
+			wait = 0
+		case <-ctx.Done():
+			expiry.Stop()
+			cancel()
+			return Hold{}, ctx.Err()
+		}
+		expiry.Stop()
+		cancel()
+	}
+}
+
+// EndHoldWaits ends every long-poll of a hold at once, each answering its
+// hold as it stands, so that a server shutting down is not held up by
+// them (register it with http.Server.RegisterOnShutdown).
+func (s *Server) EndHoldWaits() { s.watch.close() }

@@ -1,0 +1,90 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine"
+)
+
+// holdServer serves the engine's routes over p's real stores, with a
+// pending hold raised by a decision, and returns the server and the hold.
+func holdServer(t *testing.T) (*engine.Server, *httptest.Server, string) {
+	t.Helper()
+	p := newPipeline(t, realOPA(t), nil)
+	held := p.decideIn(t, "s", "delete", 1, "production", "irreversible", "broad")
+	require.Equal(t, engine.RequireApproval, held.Decision)
+	srv := engine.NewServer(engine.ServerConfig{MaxBodyBytes: 1 << 20},
+		engine.ServerDeps{Engine: p.engine, Holds: p.holds, Logger: zerolog.Nop()})
+	return srv, httptest.NewServer(srv.Handler()), held.HoldID
+}
+
+// closeWithin closes ts, which waits for its handlers, and fails the test
+// when that takes longer than limit (a wait still running).
+func closeWithin(t *testing.T, ts *httptest.Server, limit time.Duration) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() { ts.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(limit):
+		t.Fatalf("a hold wait still runs %s after it should have ended", limit)
+	}
+}
+
+// A client that goes away ends its wait: the handler returns, and the
+// server closes without waiting for the 300 s.
+func TestHoldWaitEndsWhenTheClientLeaves(t *testing.T) {
+	_, ts, id := holdServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", ts.URL+"/v1/holds/"+id+"?wait=300", nil)
+	require.NoError(t, err)
+	failed := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		failed <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-failed, context.Canceled)
+	closeWithin(t, ts, 60*time.Second)
+}
+
+// EndHoldWaits (a server shutting down) answers every wait at once with
+// its hold as it stands.
+func TestEndHoldWaitsAnswersPending(t *testing.T) {
+	srv, ts, id := holdServer(t)
+	answered := make(chan map[string]any, 1)
+	go func() {
+		resp, err := http.Get(ts.URL + "/v1/holds/" + id + "?wait=300")
+		if err != nil {
+			answered <- map[string]any{"error": err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		body := map[string]any{}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		answered <- body
+	}()
+	time.Sleep(300 * time.Millisecond)
+	srv.EndHoldWaits()
+	select {
+	case body := <-answered:
+		assert.Equal(t, engine.HoldPending, body["status"])
+		assert.Equal(t, id, body["id"])
+	case <-time.After(60 * time.Second):
+		t.Fatal("the wait did not end with EndHoldWaits")
+	}
+	closeWithin(t, ts, 60*time.Second)
+}
