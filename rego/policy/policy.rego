@@ -1,10 +1,12 @@
 # Package svc.policy is the bundled svc policy pack. Its entry point,
-# decision, maps the policy input document (the canonical envelope, the
-# session's prior cumulative totals and the kill-switch flag) to exactly one
-# verdict {"decision", "rule", "reason"}. The rules form one else-chain, so
-# the first that matches wins and decision is defined for every input.
-# Budget limits are read from data.svc.thresholds (data.json beside this
-# file) so operators tune them without editing Rego.
+# decision, maps the policy input document (the canonical envelope, its
+# action words, what its session, agent and principal spent before it, and
+# the kill-switch flag) to exactly one verdict {"decision", "rule",
+# "reason", "obligations", "shadow"}. The rules form one else-chain
+# (verdict), so the first that matches wins and decision is defined for
+# every input. Budget limits, money limits, sensitive-action tables and the
+# rules in observe mode are data (data.json beside this file), so operators
+# tune them without editing Rego.
 #
 # svc evaluates this pack for every decision, so it is written to be cheap
 # in OPA's evaluator, where every expression, rule and function call costs:
@@ -17,7 +19,7 @@
 package svc.policy
 
 # canonical is the closed set of canonical values of each enumerated input
-# field (engine/canonical.go folds the raw values into them).
+# field (engine/envelope/canonical.go folds the raw values into them).
 canonical := {
 	"verb": {"read", "create", "update", "delete", "execute", "transact", "emit"},
 	"environment": {"production", "staging", "dev"},
@@ -102,6 +104,16 @@ verdict(skip) := {
 	input.envelope.axes.reversibility == "irreversible"
 	input.envelope.axes.blast_radius == "broad"
 	input.envelope.target.environment == "production"
+} else := {
+	# The sensitive-action tables are checked only where they are read (a
+	# read is never sensitive): checking them costs every decision about
+	# 0.5 ms of OPA's time.
+	"decision": "deny",
+	"rule": "svc.policy/invalid_thresholds",
+	"reason": "budget thresholds or sensitive-action tables in data.svc are missing or invalid",
+} if {
+	input.envelope.action.verb != "read"
+	not valid_sensitive
 } else := v if {
 	# Sensitive actions: the strictest verdict, in the action's environment,
 	# of the tables in data.svc.sensitive the action matches (deny before
@@ -397,7 +409,6 @@ valid_thresholds if {
 	valid_money_limits(data.svc.money.session)
 	valid_money_limits(data.svc.money.agent)
 	valid_money_limits(data.svc.money.principal)
-	valid_sensitive
 }
 
 valid_limits(t) if {
@@ -460,31 +471,38 @@ outbound_charge := input.envelope.magnitude.count if {
 
 # --- sensitive actions (data.svc.sensitive) ---
 #
-# Each table names a kind of sensitive action: the words that mark it (terms
-# matched against input.action_words: a term equal to a word, or, from 4
-# letters, contained in one, so grantadminrole holds admin), the canonical
-# verbs that mark it whatever the words (verbs), the verdict per environment
-# (verdicts; an environment not listed reads require_approval) and the
-# obligations an action it matches carries. A read is never sensitive.
+# Each table names a kind of sensitive action: the words that mark it
+# (words: equal to one of input.action_words; fragments: contained in one,
+# so grantadminrole holds admin), the canonical verbs that mark it whatever
+# the words (verbs), the verdict per environment (verdicts; an environment
+# not listed reads require_approval) and the obligations an action it
+# matches carries. A read is never sensitive. Each table is matched with
+# two regular expressions (OPA caches their compiled forms across queries)
+# rather than term by term: every decision pays for the matching.
 
-# sensitive_matches maps each table the action matches to the terms (and
-# verbs) it matched.
-sensitive_matches[name] := hits if {
+# action_text is the action's words, each between spaces.
+action_text := concat("", [" ", concat(" ", input.action_words), " "])
+
+# sensitive_matches maps each table the action matches to the table.
+sensitive_matches[name] := t if {
 	input.envelope.action.verb != "read"
 	some name, t in data.svc.sensitive
-	hits := {term | some term in t.words; sensitive_term(term)} | {v | some v in object.get(t, "verbs", []); v == input.envelope.action.verb}
-	count(hits) > 0
+	sensitive_match(t)
 }
 
-action_word_set := {w | some w in input.action_words}
-
-sensitive_term(term) if action_word_set[term]
-
-sensitive_term(term) if {
-	count(term) >= 4
-	some w in input.action_words
-	contains(w, term)
+sensitive_match(t) if {
+	words := object.get(t, "words", [])
+	count(words) > 0
+	regex.match(concat("", [" (?:", concat("|", words), ") "]), action_text)
 }
+
+sensitive_match(t) if {
+	fragments := object.get(t, "fragments", [])
+	count(fragments) > 0
+	regex.match(concat("|", fragments), action_text)
+}
+
+sensitive_match(t) if input.envelope.action.verb in object.get(t, "verbs", [])
 
 # sensitive_rank orders the non-allow verdicts, strictest first.
 sensitive_rank := {"deny": 0, "require_approval": 1}
@@ -494,28 +512,37 @@ sensitive_rank := {"deny": 0, "require_approval": 1}
 sensitive_verdict(skip) := {
 	"decision": d,
 	"rule": rule,
-	"reason": sprintf("sensitive action (%s: %s) in %s: %s", [data.svc.sensitive[name].description, concat(", ", sort(sensitive_matches[name])), env, d]),
+	"reason": sprintf("sensitive action (%s: %s) in %s: %s", [t.description, concat(", ", matched_terms(t)), env, d]),
 } if {
 	env := input.envelope.target.environment
 	ranked := sort([[rank, name] |
-		some name, _ in sensitive_matches
+		some name, t in sensitive_matches
 		not skip[concat("", ["svc.policy/sensitive_", name])]
-		rank := sensitive_rank[object.get(data.svc.sensitive[name].verdicts, env, "require_approval")]
+		rank := sensitive_rank[object.get(t.verdicts, env, "require_approval")]
 	])
 	count(ranked) > 0
 	name := ranked[0][1]
-	d := object.get(data.svc.sensitive[name].verdicts, env, "require_approval")
+	t := sensitive_matches[name]
+	d := object.get(t.verdicts, env, "require_approval")
 	rule := concat("", ["svc.policy/sensitive_", name])
 }
 
-# sensitive_obligations are the obligations of every table matched.
-sensitive_obligations := [o | some name, _ in sensitive_matches; some o in object.get(data.svc.sensitive[name], "obligations", [])]
+# matched_terms(t) are the words, fragments and verbs of table t the action
+# matched, for the reason.
+matched_terms(t) := sort(({w | some w in input.action_words; w in object.get(t, "words", [])} |
+	{f | some f in object.get(t, "fragments", []); contains(action_text, f)}) |
+	{v | v := input.envelope.action.verb; v in object.get(t, "verbs", [])})
 
-# valid_sensitive holds when every table has a description, a non-empty
-# list of non-empty lower-case terms, canonical verbs if any, a verdict per
-# environment among allow, deny and require_approval, and obligations that
-# are strings. A malformed table would silently match nothing: it denies
-# every decision instead (invalid_thresholds).
+# sensitive_obligations are the obligations of every table matched.
+sensitive_obligations := [o | some t in sensitive_matches; some o in object.get(t, "obligations", [])]
+
+# valid_sensitive holds when every table has a description; words of lower-
+# case letters and digits, fragments of at least 4 of them, canonical verbs,
+# at least one of the three; a verdict per canonical environment among
+# allow, deny and require_approval; and string obligations. A malformed
+# table would silently match nothing: it denies every decision instead
+# (invalid_thresholds). The terms are checked by one regular expression per
+# list, not one by one: this runs for every decision.
 valid_sensitive if {
 	is_object(data.svc.sensitive)
 	invalid := [name |
@@ -527,22 +554,29 @@ valid_sensitive if {
 
 valid_table(t) if {
 	is_string(t.description)
-	is_array(t.words)
-	count(t.words) > 0
-	every w in t.words {
-		is_string(w)
-		w != ""
-		lower(w) == w
-	}
-	every v in object.get(t, "verbs", []) {
-		verbs[v]
-	}
+	words := object.get(t, "words", [])
+	fragments := object.get(t, "fragments", [])
+	tverbs := object.get(t, "verbs", [])
+	count(words) + count(fragments) + count(tverbs) > 0
+	valid_terms(words, `^[a-z0-9]+(\|[a-z0-9]+)*$`)
+	valid_terms(fragments, `^[a-z0-9]{4,}(\|[a-z0-9]{4,})*$`)
+	is_array(tverbs)
+	count({v | some v in tverbs} - verbs) == 0
 	is_object(t.verdicts)
-	every env, d in t.verdicts {
-		environments[env]
-		d in {"allow", "deny", "require_approval"}
-	}
-	every o in object.get(t, "obligations", []) {
+	count({e | some e, _ in t.verdicts} - environments) == 0
+	count({d | some d in t.verdicts} - {"allow", "deny", "require_approval"}) == 0
+	obligations := object.get(t, "obligations", [])
+	is_array(obligations)
+	every o in obligations {
 		is_string(o)
 	}
+}
+
+# valid_terms holds when terms is an empty list, or a list of strings that,
+# joined by |, match pattern.
+valid_terms(terms, _) if terms == []
+
+valid_terms(terms, pattern) if {
+	is_array(terms)
+	regex.match(pattern, concat("|", terms))
 }

@@ -93,10 +93,15 @@ test_invalid_tables_denied if {
 		{"x": {"description": "x", "words": ["a"], "verbs": ["pay"], "verdicts": {}}},
 		{"x": {"words": ["a"], "verdicts": {}}},
 		{"x": {"description": "x", "words": ["a"], "verdicts": {}, "obligations": [1]}},
+		{"x": {"description": "x", "fragments": ["abc"], "verdicts": {}}},
+		{"x": {"description": "x", "words": ["a b"], "verdicts": {}}},
+		{"x": {"description": "x", "words": "admin", "verdicts": {}}},
 		[],
 	] {
 		d := decide({}) with data.svc.sensitive as t
 		d.rule == "svc.policy/invalid_thresholds"
+		r := decide(act("read", "production", "reversible", "single", "internal", 1)) with data.svc.sensitive as t
+		r.rule == "svc.policy/read_only_internal" # reads skip the tables
 	}
 	d := policy.decision with input as object.remove(base, ["action_words"])
 	d.rule == "svc.policy/invalid_input"
