@@ -26,7 +26,7 @@ func TestConfigFileAndFlagPrecedence(t *testing.T) {
 	p, err := launch(env, "--config", cfgFile, "--audit-log", flagAudit)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.stop(t) })
-	<-p.ready()
+	<-p.serving()
 	require.NotEmpty(t, p.URL, p.Logs())
 
 	r := p.decide(t, envelope(map[string]any{"action.verb": "delete"}))

@@ -46,9 +46,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// engineProc is a running `svc serve`.
+// engineProc is a running `svc serve` (or `svc connector`).
 type engineProc struct {
 	URL   string
+	ready string // the log message that says it serves
 	cmd   *exec.Cmd
 	mu    sync.Mutex
 	logs  bytes.Buffer
@@ -61,7 +62,7 @@ type engineProc struct {
 // TMPDIR in a short directory of its own (the OPA socket's path must stay
 // under 108 bytes), so the pack and socket directories of an engine the
 // test kills with SIGKILL are removed with the test.
-func baseEnv(t *testing.T) map[string]string {
+func baseEnv(t testing.TB) map[string]string {
 	dir := t.TempDir()
 	tmp, err := os.MkdirTemp("", "svc-e2e-")
 	require.NoError(t, err)
@@ -89,25 +90,38 @@ func environ(env map[string]string) []string {
 }
 
 // startEngine runs `svc serve` and waits until it listens.
-func startEngine(t *testing.T, env map[string]string) *engineProc {
+func startEngine(t testing.TB, env map[string]string) *engineProc {
 	t.Helper()
 	p, err := launch(env)
 	require.NoError(t, err)
+	waitServing(t, p)
+	p.token = env["SVC_AUTH_TOKEN"]
+	return p
+}
+
+// waitServing waits until p serves, failing t if it exits or takes 30 s;
+// p is stopped when the test ends.
+func waitServing(t testing.TB, p *engineProc) {
+	t.Helper()
 	t.Cleanup(func() { p.stop(t) })
 	select {
-	case <-p.ready():
+	case <-p.serving():
 	case <-p.done:
 		t.Fatalf("svc serve exited before serving:\n%s", p.Logs())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("svc serve did not start:\n%s", p.Logs())
 	}
-	p.token = env["SVC_AUTH_TOKEN"]
-	return p
 }
 
 func launch(env map[string]string, args ...string) (*engineProc, error) {
-	p := &engineProc{done: make(chan struct{})}
-	p.cmd = exec.Command(svcBin, append([]string{"serve"}, args...)...)
+	return launchCommand(env, "svc serving", append([]string{"serve"}, args...)...)
+}
+
+// launchCommand runs `svc args...` and reads its address from the log
+// record whose message is ready.
+func launchCommand(env map[string]string, ready string, args ...string) (*engineProc, error) {
+	p := &engineProc{done: make(chan struct{}), ready: ready}
+	p.cmd = exec.Command(svcBin, args...)
 	p.cmd.Env = environ(env)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -133,7 +147,7 @@ func (p *engineProc) scan(r io.Reader) {
 				Message string `json:"message"`
 				Addr    string `json:"addr"`
 			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "svc serving" {
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == p.ready {
 				p.URL = "http://" + rec.Addr
 			}
 		}
@@ -143,7 +157,7 @@ func (p *engineProc) scan(r io.Reader) {
 	close(p.done)
 }
 
-func (p *engineProc) ready() <-chan struct{} {
+func (p *engineProc) serving() <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		for {
@@ -184,7 +198,7 @@ func (p *engineProc) logsWith(msg string) []map[string]any {
 }
 
 // stop sends SIGTERM and waits for a graceful exit.
-func (p *engineProc) stop(t *testing.T) {
+func (p *engineProc) stop(t testing.TB) {
 	select {
 	case <-p.done:
 		return

@@ -24,14 +24,14 @@ var resolverTokens = map[string]any{
 	"tok-ci":     map[string]string{"type": "automation", "id": "ci"},
 }
 
-func writeTokens(t *testing.T, path string, tokens map[string]any) {
+func writeTokens(t testing.TB, path string, tokens map[string]any) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, mustJSON(t, tokens), 0o600))
 }
 
 // holdsEngine starts an engine with resolver tokens in a file and an auth
 // token for adapters.
-func holdsEngine(t *testing.T, extra map[string]string) (*engineProc, map[string]string) {
+func holdsEngine(t testing.TB, extra map[string]string) (*engineProc, map[string]string) {
 	t.Helper()
 	env := baseEnv(t)
 	env["SVC_AUTH_TOKEN"] = "adapter-token"

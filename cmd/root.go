@@ -1,6 +1,7 @@
-// Package cmd is svc's command line: the cobra tree (serve, version, decide,
-// holds, freeze), configuration read once through viper into typed structs,
-// and the wiring of the engine's parts. It is the only package that touches
+// Package cmd is svc's command line: the cobra tree (serve, connector,
+// version, decide, holds, freeze, bench), configuration read once through
+// viper into typed structs, and the wiring of the engine's and the
+// connector's parts. It is the only package that touches
 // cobra and viper.
 package cmd
 
@@ -60,6 +61,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newHoldsCommand(),
 		newFreezeCommand(),
 		newBenchCommand(),
+		newConnectorCommand(),
 		newReplayCommand(),
 		newPolicyCommand(),
 	)

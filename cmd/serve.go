@@ -107,23 +107,31 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return &exitError{code: 1, err: err}
 	}
 	defer a.Close()
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)}
-	}
 	// No WriteTimeout: it would cut the long-polls of GET /v1/holds/{id}?wait=
 	// (up to engine.MaxHoldWait), which end at shutdown instead.
 	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	srv.RegisterOnShutdown(a.endWaits)
+	return serveUntilDone(ctx, cfg.Host, cfg.Port, srv, a.started, log, "svc shutting down: finishing in-flight decisions")
+}
+
+// serveUntilDone listens on host:port and serves srv, calling started with
+// the address, until serving fails (exit 1) or ctx ends; it then shuts srv
+// down, giving requests in flight shutdownGrace to finish.
+func serveUntilDone(ctx context.Context, host string, port int, srv *http.Server, started func(addr string),
+	log zerolog.Logger, stopping string) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("listen on %s:%d: %w", host, port, err)}
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	a.started(ln.Addr().String())
+	started(ln.Addr().String())
 	select {
 	case err = <-served:
 		return &exitError{code: 1, err: fmt.Errorf("serve: %w", err)}
 	case <-ctx.Done():
 	}
-	log.Info().Msg("svc shutting down: finishing in-flight decisions")
+	log.Info().Msg(stopping)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,181 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/svc-dev/svc/connector"
+	gwledger "github.com/svc-dev/svc/connector/ledger"
+	"github.com/svc-dev/svc/connector/tenancy"
+	"github.com/svc-dev/svc/metrics"
+)
+
+// tenancyPoll is how often the tenancy map file is checked for changes.
+const tenancyPoll = time.Second
+
+func newConnectorCommand() *cobra.Command {
+	v := newViper(connectorDefaults)
+	c := &cobra.Command{
+		Use:   "connector",
+		Short: "Run the LiteLLM guardrail connector (POST /beta/litellm_basic_guardrail_api, POST /v1/gateway/tool-calls)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := loadConnectorConfig(v)
+			if err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("invalid configuration: %w", err)}
+			}
+			return runConnector(c.Context(), cfg, c.ErrOrStderr())
+		},
+	}
+	f := c.Flags()
+	f.String("host", "", "bind address (SVC_CONNECTOR_HOST)")
+	f.Int("port", 0, "bind port (SVC_CONNECTOR_PORT; 0 picks a free port)")
+	_ = v.BindPFlag("connector_host", f.Lookup("host")) // the flags exist: defined just above
+	_ = v.BindPFlag("connector_port", f.Lookup("port"))
+	c.AddCommand(newConnectorLedgerCommand())
+	return c
+}
+
+// runConnector serves until SIGINT or SIGTERM.
+func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) error {
+	log := newLogger(stderr, cfg.LogLevel).With().Str("component", "connector").Logger()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	tools, err := cfg.toolMap()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	tm, err := tenancy.Open(cfg.TenancyFile)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)}
+	}
+	led, err := gwledger.Open(ctx, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer led.Close()
+	warnings(log, cfg, tm)
+	srv, decider := buildConnector(cfg, tools, tm, led, log)
+	defer decider.Close()
+	go tm.Watch(ctx, tenancyPoll, func(changed bool, err error) {
+		if err != nil {
+			log.Error().Err(err).Msg("tenancy map not reloaded; the last good map stays in force")
+			return
+		}
+		log.Info().Int("orgs", tm.Status().Orgs).Msg("tenancy map reloaded")
+	})
+	// No WriteTimeout: a gateway request may wait SVC_GATEWAY_HOLD_WAIT on a hold.
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	return serveUntilDone(ctx, cfg.Host, cfg.Port, hs, func(addr string) {
+		log.Info().Str("addr", addr).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
+			Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
+	}, log, "svc connector shutting down: finishing requests in flight")
+}
+
+// buildConnector wires the governor and the HTTP side.
+func buildConnector(cfg ConnectorConfig, tools *connector.ToolMap, tm *tenancy.Source, led *gwledger.Ledger,
+	log zerolog.Logger) (*connector.Server, *connector.HTTPDecider) {
+	counters := &connector.Counters{}
+	m := metrics.NewConnector(connector.CounterNames, counters.Snapshot)
+	decider := connector.NewHTTPDecider(cfg.CoreURL, cfg.CoreToken, cfg.VerifyTLS, cfg.DecideTimeout)
+	gov := connector.NewGovernor(connector.GovernorConfig{Mode: cfg.Mode, HoldWait: cfg.HoldWait, Decider: decider,
+		Tenancy: tm, Tools: tools, Ledger: led, Counters: counters, Observer: m, Log: log})
+	srv := connector.NewServer(connector.ServerConfig{Token: cfg.Token, Version: Version, CoreURL: cfg.CoreURL.Redacted(),
+		HoldWait: cfg.HoldWait, Mode: cfg.Mode, LedgerPath: cfg.LedgerPath, Tenancy: tm, Counters: counters,
+		Observer: m, Metrics: m.Handler(), Log: log, Governor: gov})
+	return srv, decider
+}
+
+// warnings logs the settings that work but lose something.
+func warnings(log zerolog.Logger, cfg ConnectorConfig, tm *tenancy.Source) {
+	if cfg.Token == "" {
+		log.Warn().Msg("SVC_CONNECTOR_ALLOW_ANONYMOUS: the connector accepts requests without a token")
+	}
+	if connector.InMemory(cfg.LedgerPath) {
+		log.Warn().Msg("SVC_GATEWAY_LEDGER_PATH is unset: the gateway ledger is in memory and lost at exit")
+	}
+	if !tm.Status().Loaded {
+		log.Warn().Msg("SVC_GATEWAY_TENANCY_MAP_FILE is unset: every caller is refused as unmapped")
+	}
+	if cfg.HoldWait >= gatewayTimeout-5*time.Second {
+		log.Warn().Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).
+			Msg("SVC_GATEWAY_HOLD_WAIT reaches LiteLLM's 600 s guardrail timeout: a held call ends as a gateway error; raise REQUEST_TIMEOUT or lower the wait")
+	}
+	if cfg.Mode == connector.ModeObserve {
+		log.Warn().Msg("SVC_MODE=observe: nothing is blocked; the ledger records what enforce would have done")
+	}
+}
+
+func newConnectorLedgerCommand() *cobra.Command {
+	var out outputFlag
+	var limit int
+	v := newViper(connectorDefaults)
+	c := &cobra.Command{
+		Use:   "ledger",
+		Short: "List the most recent gateway ledger rows (SVC_GATEWAY_LEDGER_PATH), newest first",
+		Args:  cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if limit < 1 || limit > 10000 {
+				return fmt.Errorf("--limit must be from 1 to 10000, got %d", limit)
+			}
+			return out.validate()
+		},
+		RunE: func(c *cobra.Command, _ []string) error {
+			path := (&parser{v: v}).str("gateway_ledger_path")
+			if connector.InMemory(path) {
+				return &exitError{code: 2, err: errors.New("SVC_GATEWAY_LEDGER_PATH: must name the ledger file of the connector")}
+			}
+			led, err := gwledger.Open(c.Context(), path, true)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			defer led.Close()
+			rows, err := led.Recent(c.Context(), limit)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if out.format == "json" {
+				return writeIndented(c.OutOrStdout(), rows)
+			}
+			return ledgerTable(c.OutOrStdout(), rows)
+		},
+	}
+	out.register(c)
+	c.Flags().IntVar(&limit, "limit", 50, "rows to list, 1-10000")
+	return c
+}
+
+// ledgerTable prints ledger rows as an aligned table.
+func ledgerTable(w io.Writer, rows []connector.Row) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tOUTCOME\tSTAGE\tRULE\tORG\tTOOL\tTOOL CALL\tHOLD\tRELEASED\tTRANSPORT")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", r.Time.Format(time.RFC3339), r.Outcome,
+			r.EnforcementStage, r.Rule, orDash(r.Org), r.Tool, r.ToolCallID, orDash(r.HoldID), r.ReleasedAfterApproval, r.Transport)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "(no rows)")
+		return err
+	}
+	return nil
+}
+
+func orDash(s *string) string {
+	if s == nil || *s == "" {
+		return "-"
+	}
+	return *s
+}

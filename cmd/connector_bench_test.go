@@ -1,0 +1,108 @@
+package cmd_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkConnectorAddedLatency measures, in one run against one engine
+// (OPA server mode, default durability), the latency of a direct
+// POST /v1/decide and of a guardrail call through `svc connector` carrying
+// one tool call that reads the same way, at 1 and 16 concurrent callers.
+// The connector's added latency per tool call is the difference of the two
+// p50s (docs/performance.md). Run: go test -run '^$' -bench ConnectorAddedLatency ./cmd
+func BenchmarkConnectorAddedLatency(b *testing.B) {
+	for _, durability := range []string{"full", "os"} {
+		b.Run("durability="+durability, func(b *testing.B) { benchConnector(b, durability) })
+	}
+}
+
+// benchConnector runs the comparison with engine and connector under one
+// SVC_DURABILITY; each caller has a session of its own, so that callers
+// do not queue behind each other's session.
+func benchConnector(b *testing.B, durability string) {
+	engine, _ := holdsEngine(b, map[string]string{"SVC_OPA_MODE": "server", "SVC_DURABILITY": durability})
+	env := connectorEnv(b, engine.URL)
+	env["SVC_DURABILITY"] = durability
+	conn := startConnector(b, env)
+	var directs, guardrails [16][]byte
+	for i := range 16 {
+		session := fmt.Sprintf("bench-%d", i)
+		directs[i] = mustJSON(b, envelope(map[string]any{"agent.id": "gateway:acme/gpt-4o-2024-08-06",
+			"agent.on_behalf_of": "human:support-lead", "agent.session_id": "gateway:acme:" + session,
+			"action.namespace": "gateway", "action.ability": "gateway/crm_get_customer", "target.environment": "production",
+			"params": map[string]any{"customer_id": "cus_88412"}}))
+		g := fixture(b, "01_post_call_single_read_tool_call.json")
+		g["litellm_trace_id"] = session
+		guardrails[i] = mustJSON(b, g)
+	}
+	targets := []struct {
+		name string
+		send func(b *testing.B, c *http.Client, session int)
+	}{
+		{"decide", func(b *testing.B, c *http.Client, session int) {
+			post(b, c, engine.URL+"/v1/decide", "adapter-token", "", directs[session])
+		}},
+		{"connector", func(b *testing.B, c *http.Client, session int) {
+			post(b, c, conn.URL+"/beta/litellm_basic_guardrail_api", "", connectorToken, guardrails[session])
+		}},
+	}
+	for _, callers := range []int{1, 16} {
+		for _, tg := range targets {
+			b.Run(fmt.Sprintf("%s/callers=%d", tg.name, callers), func(b *testing.B) {
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}
+				tg.send(b, client, 0) // warm the connections
+				lat := make([][]time.Duration, callers)
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for w := range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := w; i < b.N; i += callers {
+							start := time.Now()
+							tg.send(b, client, w)
+							lat[w] = append(lat[w], time.Since(start))
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				all := slices.Concat(lat...)
+				slices.Sort(all)
+				if len(all) > 0 {
+					b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+					b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+				}
+			})
+		}
+	}
+}
+
+// post sends body with a bearer or an x-api-key and fails b on an error
+// status.
+func post(b *testing.B, c *http.Client, u, bearer, key string, body []byte) {
+	req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if key != "" {
+		req.Header.Set("x-api-key", key)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := readAll(b, resp)
+	if resp.StatusCode != 200 {
+		b.Fatalf("%s answered %d: %s", u, resp.StatusCode, raw)
+	}
+}

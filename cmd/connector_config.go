@@ -1,0 +1,112 @@
+package cmd
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+
+	"github.com/svc-dev/svc/connector"
+	"github.com/svc-dev/svc/ledger"
+)
+
+// maxHoldWait bounds SVC_GATEWAY_HOLD_WAIT; LiteLLM's own guardrail
+// timeout is 600 s unless REQUEST_TIMEOUT raises it (docs/connector.md).
+const maxHoldWait = 3600 * time.Second
+
+// gatewayTimeout is LiteLLM's default guardrail call timeout: a hold wait
+// that does not end well before it turns a hold into a gateway error.
+const gatewayTimeout = 600 * time.Second
+
+// connectorDefaults are the defaults of `svc connector`, one per key.
+var connectorDefaults = map[string]any{
+	"connector_host": "127.0.0.1", "connector_port": "8081", "connector_token": "",
+	"connector_allow_anonymous": "false", "core_url": "", "core_token": "", "verify_ssl": "true",
+	"client_timeout": "30", "gateway_tenancy_map_file": "", "gateway_tool_map_file": "",
+	"gateway_hold_wait": "30", "gateway_ledger_path": "", "mode": connector.ModeEnforce, "log_level": "info",
+	"durability": string(ledger.DurabilityFull),
+}
+
+// ledgerDurabilityFull is the durability under which the gateway ledger
+// syncs each commit to disk before the answer.
+const ledgerDurabilityFull = ledger.DurabilityFull
+
+// ConnectorConfig is the typed, validated configuration of `svc connector`.
+type ConnectorConfig struct {
+	Host           string
+	Port           int
+	Token          string
+	AllowAnonymous bool
+	CoreURL        *url.URL
+	CoreToken      string
+	VerifyTLS      bool
+	DecideTimeout  time.Duration
+	TenancyFile    string
+	ToolMapFile    string
+	HoldWait       time.Duration
+	LedgerPath     string
+	Durability     ledger.Durability // full: each ledger commit synced before the answer; os: written to the OS
+	Mode           string
+	LogLevel       string
+}
+
+// loadConnectorConfig reads and validates the connector's settings; the
+// first problem names its variable.
+func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
+	p := &parser{v: v}
+	c := ConnectorConfig{
+		Host:           p.str("connector_host"),
+		Port:           int(p.integer("connector_port", 0, 65535)),
+		Token:          p.str("connector_token"),
+		AllowAnonymous: p.boolean("connector_allow_anonymous"),
+		CoreToken:      p.str("core_token"),
+		VerifyTLS:      trueUnlessOptedOut(p.str("verify_ssl")),
+		DecideTimeout:  p.seconds("client_timeout", time.Second, time.Hour),
+		TenancyFile:    p.str("gateway_tenancy_map_file"),
+		ToolMapFile:    p.str("gateway_tool_map_file"),
+		HoldWait:       p.seconds("gateway_hold_wait", 0, maxHoldWait),
+		LedgerPath:     p.str("gateway_ledger_path"),
+		Durability:     p.durability(),
+		Mode:           strings.ToLower(p.str("mode")),
+		LogLevel:       p.str("log_level"),
+	}
+	raw := p.str("core_url")
+	u, ok := httpURL(raw)
+	switch {
+	case raw == "":
+		p.fail("core_url", "is required: the engine's base URL, e.g. http://127.0.0.1:8080")
+	case !ok:
+		p.fail("core_url", "must be the engine's http(s) base URL, got %q", redactURL(raw))
+	}
+	c.CoreURL = u
+	if c.Token == "" && !c.AllowAnonymous {
+		p.fail("connector_token", "is required: the gateway presents it as x-api-key (set SVC_CONNECTOR_ALLOW_ANONYMOUS=1 to run without one)")
+	}
+	if c.Host == "" || (net.ParseIP(c.Host) == nil && strings.ContainsAny(c.Host, " /:")) {
+		p.fail("connector_host", "must be an IP address or host name, got %q", c.Host)
+	}
+	if c.Mode != connector.ModeEnforce && c.Mode != connector.ModeObserve {
+		p.fail("mode", "must be enforce or observe, got %q", c.Mode)
+	}
+	if strings.ContainsRune(c.LedgerPath, '?') {
+		p.fail("gateway_ledger_path", "must be a file path without '?', got %q", c.LedgerPath)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		p.fail("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	return c, p.first()
+}
+
+// checkFiles loads the tool map, which must be valid at start.
+func (c ConnectorConfig) toolMap() (*connector.ToolMap, error) {
+	tm, err := connector.LoadToolMap(c.ToolMapFile)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_GATEWAY_TOOL_MAP_FILE: %s: %w", c.ToolMapFile, err)
+	}
+	return tm, nil
+}

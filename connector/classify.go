@@ -1,0 +1,314 @@
+package connector
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/svc-dev/svc/connector/internal/strictjson"
+	"github.com/svc-dev/svc/engine/envelope"
+)
+
+// Classification is what a tool call reads as: the envelope fields the
+// connector computes before the engine is asked.
+type Classification struct {
+	Tool   string // canonical tool name
+	Verb   string
+	Axes   envelope.Axes
+	Count  int64
+	Kind   string
+	Ref    string
+	Env    string // an environment named by the arguments, "" when none
+	Params map[string]any
+	By     string // tool_map:<pattern>, builtin, or cautious:<why>
+}
+
+// Blast-radius thresholds of the built-in reading, by magnitude.count.
+const (
+	scopedFrom   = 2
+	broadFrom    = 11
+	systemicFrom = 100001
+	maxCount     = 1_000_000_000_000
+)
+
+// verbAxes are the built-in axes of each canonical verb: reversibility,
+// externality, and the least blast radius.
+var verbAxes = map[string]struct{ rev, ext, minBlast string }{
+	"read":     {"reversible", "internal", "single"},
+	"create":   {"reversible", "internal", "single"},
+	"update":   {"recoverable", "internal", "single"},
+	"delete":   {"irreversible", "internal", "single"},
+	"execute":  {"irreversible", "internal", "broad"},
+	"emit":     {"irreversible", "outbound", "single"},
+	"transact": {"irreversible", "outbound", "single"},
+}
+
+// cautious is the reading of a call the connector cannot read: execute,
+// irreversible, broad, outbound — held in production by the bundled pack.
+var cautious = envelope.Axes{Reversibility: "irreversible", BlastRadius: "broad", Externality: "outbound"}
+
+// Argument names the built-in reading looks at (canonical form).
+var (
+	countArgs   = []string{"count", "limit", "rows", "row_count", "expected_row_count", "num_rows", "quantity", "n", "max_rows", "total"}
+	recipients  = []string{"to", "cc", "bcc", "recipients", "recipient", "emails", "phone_numbers"}
+	filterArgs  = []string{"where", "filter", "query", "selector", "match", "condition", "pattern", "all"}
+	envArgs     = []string{"environment", "env", "target_environment", "stage"}
+	refArgs     = []string{"table", "path", "file", "url", "deployment", "resource", "database", "repository", "repo", "bucket", "customer_id", "account_id", "id", "to", "recipient", "name"}
+	maxRefBytes = 256
+)
+
+// Classify reads a tool call. Exact and glob entries of the tool map come
+// first; otherwise the tool's name gives the verb (the engine's canonical
+// verb reading) and the argument shape gives the count, target and blast
+// radius. A name no verb word explains, or arguments that are not one JSON
+// object, read as cautious.
+func Classify(tm *ToolMap, name, arguments string) Classification {
+	c := Classification{Tool: CanonicalTool(name)}
+	params, ok := parseArguments(arguments)
+	if !ok {
+		c.Params = rawArguments(arguments)
+		c.Verb, c.Axes, c.Count, c.By = "execute", cautious, 1, "cautious:unparsable_arguments"
+		return c
+	}
+	c.Params = params
+	c.Env = argEnvironment(params)
+	c.Count = argCount(params)
+	c.Ref = argRef(params)
+	if e, pattern := tm.Lookup(c.Tool); e != nil {
+		c.By = "tool_map:" + pattern
+		e.apply(&c, params)
+		return c
+	}
+	verb, known := readVerb(c.Tool)
+	if !known {
+		c.Verb, c.Axes, c.By = "execute", cautious, "cautious:unknown_tool"
+		c.Axes.BlastRadius = maxBlast(cautious.BlastRadius, blastOf(c.Count))
+		return c
+	}
+	va := verbAxes[verb]
+	c.Verb, c.By = verb, "builtin"
+	c.Axes = envelope.Axes{Reversibility: va.rev, Externality: va.ext, BlastRadius: maxBlast(va.minBlast, blastOf(c.Count))}
+	if verb == "delete" && hasAny(params, filterArgs) && c.Count == 1 && !hasAny(params, countArgs) {
+		c.Axes.BlastRadius = maxBlast(c.Axes.BlastRadius, "broad") // a filter of unknown extent
+	}
+	return c
+}
+
+// readVerb is the engine's canonical verb of a tool name, and whether a
+// word of the name explains it.
+func readVerb(tool string) (string, bool) { return envelope.VerbOf(tool) }
+
+// CanonicalTool canonicalises a tool name like a verb: Unicode cleaned and
+// folded, diacritics and look-alike letters mapped, words split at
+// separators and camelCase and joined by "_". "DB-Delete Records",
+// "dbDeleteRecords" and "db_delete_records" are one tool.
+func CanonicalTool(name string) string {
+	var words []string
+	var cur []rune
+	runes := []rune(envelope.Clean(name))
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, stripMarks(envelope.Fold(string(cur))))
+			cur = cur[:0]
+		}
+	}
+	for i, r := range runes {
+		switch {
+		case unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Mc, r):
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			flush()
+		case unicode.IsUpper(r) && i > 0 && camel(runes, i):
+			flush()
+			cur = append(cur, r)
+		default:
+			cur = append(cur, r)
+		}
+	}
+	flush()
+	return strings.Join(words, "_")
+}
+
+// camel reports whether the upper-case rune at i starts a word: after a
+// lower-case letter or digit, or before a lower-case letter in an acronym.
+func camel(rs []rune, i int) bool {
+	prev := rs[i-1]
+	if unicode.IsLower(prev) || unicode.IsDigit(prev) {
+		return true
+	}
+	return unicode.IsUpper(prev) && i+1 < len(rs) && unicode.IsLower(rs[i+1])
+}
+
+func stripMarks(w string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.In(r, unicode.Mn, unicode.Me) {
+			return -1
+		}
+		return r
+	}, norm.NFD.String(w))
+}
+
+// parseArguments reads the arguments string as one JSON object whose
+// members are each named once; numbers are kept exactly as sent.
+func parseArguments(s string) (map[string]any, bool) {
+	raw := bytes.TrimSpace([]byte(s))
+	if len(raw) == 0 {
+		return map[string]any{}, true
+	}
+	var m map[string]any
+	if err := strictjson.Decode(raw, &m, false); err != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// lookupArg is the value of the first argument, in name order, whose
+// canonical name is one of names.
+func lookupArg(params map[string]any, names []string) (any, bool) {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if slices.Contains(names, CanonicalTool(k)) {
+			return params[k], true
+		}
+	}
+	return nil, false
+}
+
+func hasAny(params map[string]any, names []string) bool {
+	v, ok := lookupArg(params, names)
+	return ok && v != nil && v != false && v != ""
+}
+
+// argCount is the magnitude of a call: the largest of its list arguments'
+// lengths, its count-like numbers and its recipients, at least 1.
+func argCount(params map[string]any) int64 {
+	n := int64(1)
+	var recips int64
+	for k, v := range params {
+		ck := CanonicalTool(k)
+		switch x := v.(type) {
+		case []any:
+			n = max(n, int64(len(x)))
+			if slices.Contains(recipients, ck) {
+				recips += int64(len(x))
+			}
+		case json.Number:
+			if slices.Contains(countArgs, ck) || strings.HasSuffix(ck, "_count") {
+				n = max(n, numberCount(x))
+			}
+		case string:
+			if slices.Contains(recipients, ck) {
+				recips += int64(len(strings.FieldsFunc(x, isListSep)))
+			}
+		}
+	}
+	return min(max(n, recips), maxCount)
+}
+
+// countOf is the count a count_from argument gives: a list's length, a
+// number, or the comma-separated items of a string; at least 1.
+func countOf(v any) int64 {
+	switch x := v.(type) {
+	case []any:
+		return min(max(int64(len(x)), 1), maxCount)
+	case json.Number:
+		return max(numberCount(x), 1)
+	case string:
+		return max(int64(len(strings.FieldsFunc(x, isListSep))), 1)
+	}
+	return 1
+}
+
+func isListSep(r rune) bool { return r == ',' || r == ';' }
+
+// numberCount reads a count argument, rounded up; a negative or
+// unreadable one counts as the maximum.
+func numberCount(x json.Number) int64 {
+	f, err := x.Float64()
+	if err != nil || f < 0 || math.IsNaN(f) || f > maxCount {
+		return maxCount
+	}
+	return int64(math.Ceil(f))
+}
+
+// argEnvironment is the riskiest environment the arguments name, "" when
+// none does.
+func argEnvironment(params map[string]any) string {
+	env := ""
+	for k, v := range params {
+		s, ok := v.(string)
+		if ok && strings.TrimSpace(s) != "" && slices.Contains(envArgs, CanonicalTool(k)) {
+			env = riskierEnv(env, envelope.CanonicalEnvironment(s))
+		}
+	}
+	return env
+}
+
+// argRef is the target reference an argument names: a scalar, as a string
+// of at most maxRefBytes, else its digest.
+func argRef(params map[string]any) string {
+	for _, n := range refArgs {
+		if v, ok := lookupArg(params, []string{n}); ok {
+			return refOf(v)
+		}
+	}
+	return ""
+}
+
+func refOf(v any) string {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case json.Number:
+		s = x.String()
+	case bool:
+		s = map[bool]string{true: "true", false: "false"}[x]
+	default:
+		raw, _ := json.Marshal(x)
+		s = string(raw)
+	}
+	if len(s) > maxRefBytes {
+		return "sha256:" + digest(s)
+	}
+	return s
+}
+
+// blastOf is the blast radius of a count.
+func blastOf(n int64) string {
+	switch {
+	case n >= systemicFrom:
+		return "systemic"
+	case n >= broadFrom:
+		return "broad"
+	case n >= scopedFrom:
+		return "scoped"
+	}
+	return "single"
+}
+
+var blastRank = map[string]int{"single": 0, "scoped": 1, "broad": 2, "systemic": 3}
+
+func maxBlast(a, b string) string {
+	if blastRank[b] > blastRank[a] {
+		return b
+	}
+	return a
+}
+
+// riskierEnv is the riskier of two canonical environments ("" is none).
+func riskierEnv(a, b string) string {
+	if a == "" || b != "" && slices.Index(envelope.Environments, b) < slices.Index(envelope.Environments, a) {
+		return b
+	}
+	return a
+}

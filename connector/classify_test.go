@@ -1,0 +1,116 @@
+package connector
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCanonicalTool(t *testing.T) {
+	for in, want := range map[string]string{
+		"db_delete_records":   "db_delete_records",
+		"dbDeleteRecords":     "db_delete_records",
+		"DB-Delete Records":   "db_delete_records",
+		"ＤＢ＿ＤＥＬＥＴＥ":           "db_delete",
+		"HTTPDelete":          "http_delete",
+		"d\u200belete_rows":   "delete_rows",
+		"dеlete_rows":         "delete_rows", // Cyrillic е
+		"délete.rows":         "delete_rows",
+		"purge_rows_v2":       "purge_rows_v2",
+		"  send  email  ":     "send_email",
+		"k8s.scaleDeployment": "k8s_scale_deployment",
+	} {
+		assert.Equal(t, want, CanonicalTool(in), in)
+	}
+}
+
+func TestClassifyBuiltin(t *testing.T) {
+	ids := make([]any, 500)
+	for i := range ids {
+		ids[i] = i
+	}
+	cases := []struct {
+		name, tool, args   string
+		verb, rev, br, ext string
+		count              int64
+		by                 string
+	}{
+		{"read", "crm_get_customer", `{"customer_id": "cus_1"}`, "read", "reversible", "single", "internal", 1, "builtin"},
+		{"purge 500 ids is a broad delete", "purge_rows", `{"table": "t", "ids": ` + string(mustJSON(t, ids)) + `}`,
+			"delete", "irreversible", "broad", "internal", 500, "builtin"},
+		{"mass delete by row count is systemic", "db_delete_records", `{"expected_row_count": 1843022, "where": "x"}`,
+			"delete", "irreversible", "systemic", "internal", 1843022, "builtin"},
+		{"delete by filter of unknown extent", "deleteRows", `{"where": "age > 3"}`, "delete", "irreversible", "broad", "internal", 1, "builtin"},
+		{"send to a list is outbound", "send_email", `{"to": ["a@x", "b@x", "c@x"], "subject": "hi"}`,
+			"emit", "irreversible", "scoped", "outbound", 3, "builtin"},
+		{"recipients in a string", "sendEmail", `{"to": "a@x, b@x", "cc": "c@x"}`, "emit", "irreversible", "scoped", "outbound", 3, "builtin"},
+		{"shell is execute", "run_shell", `{"command": "ls"}`, "execute", "irreversible", "broad", "internal", 1, "builtin"},
+		{"payment", "stripe_refund_charge", `{"amount": 10}`, "transact", "irreversible", "single", "outbound", 1, "builtin"},
+		{"unknown tool", "frobnicate_widget", `{}`, "execute", "irreversible", "broad", "outbound", 1, "cautious:unknown_tool"},
+		{"unparsable arguments", "crm_get_customer", `{"customer_id": `, "execute", "irreversible", "broad", "outbound", 1, "cautious:unparsable_arguments"},
+		{"duplicate argument", "crm_get_customer", `{"id": "1", "id": "2"}`, "execute", "irreversible", "broad", "outbound", 1, "cautious:unparsable_arguments"},
+		{"arguments not an object", "crm_get_customer", `["x"]`, "execute", "irreversible", "broad", "outbound", 1, "cautious:unparsable_arguments"},
+		{"empty arguments", "list_invoices", ``, "read", "reversible", "single", "internal", 1, "builtin"},
+		{"negative count counts as most", "delete_rows", `{"count": -1}`, "delete", "irreversible", "systemic", "internal", maxCount, "builtin"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Classify(nil, tc.tool, tc.args)
+			assert.Equal(t, tc.verb, c.Verb)
+			assert.Equal(t, tc.rev, c.Axes.Reversibility)
+			assert.Equal(t, tc.br, c.Axes.BlastRadius)
+			assert.Equal(t, tc.ext, c.Axes.Externality)
+			assert.Equal(t, tc.count, c.Count)
+			assert.Equal(t, tc.by, c.By)
+			require.NotNil(t, c.Params)
+		})
+	}
+}
+
+func TestClassifyUnparsableBindsTheArguments(t *testing.T) {
+	a, b := Classify(nil, "x", `{"a": 1`), Classify(nil, "x", `{"a": 2`)
+	require.NotEqual(t, a.Params["unparsed_arguments_sha256"], b.Params["unparsed_arguments_sha256"])
+}
+
+func TestClassifyEnvironmentAndRef(t *testing.T) {
+	c := Classify(nil, "db_delete_records", `{"environment": "dev", "env": "PRD", "table": "user_sessions"}`)
+	assert.Equal(t, "production", c.Env, "the riskiest environment the arguments name")
+	assert.Equal(t, "user_sessions", c.Ref)
+	assert.Equal(t, "staging", riskierEnv("staging", "dev"))
+	assert.Equal(t, "staging", riskierEnv("staging", ""))
+	assert.Equal(t, "production", riskierEnv("staging", "production"))
+}
+
+func TestToolMap(t *testing.T) {
+	tm, err := LoadToolMap("testdata/tools.json")
+	require.NoError(t, err)
+	c := Classify(tm, "billingVoidInvoices", `{"customer_id": "cus_1", "invoice_ids": ["a", "b", "c"]}`)
+	assert.Equal(t, "tool_map:billing_void_*", c.By)
+	assert.Equal(t, "delete", c.Verb)
+	assert.Equal(t, "broad", c.Axes.BlastRadius)
+	assert.Equal(t, int64(3), c.Count)
+	assert.Equal(t, "invoice", c.Kind)
+	assert.Equal(t, "cus_1", c.Ref)
+	exact := Classify(tm, "k8s_scale_deployment", `{"deployment": "api", "replicas": 0}`)
+	assert.Equal(t, "tool_map:k8s_scale_deployment", exact.By)
+	assert.Equal(t, "irreversible", exact.Axes.Reversibility)
+	assert.Equal(t, "api", exact.Ref)
+	assert.Equal(t, "builtin", Classify(tm, "crm_get_customer", `{}`).By)
+}
+
+func TestToolMapRefused(t *testing.T) {
+	for name, doc := range map[string]string{
+		"version":              `{"version": 2, "tools": []}`,
+		"unknown":              `{"version": 1, "tools": [{"match": "a", "colour": "red"}]}`,
+		"not canonical":        `{"version": 1, "tools": [{"match": "DeleteRows"}]}`,
+		"verb":                 `{"version": 1, "tools": [{"match": "a", "verb": "nuke"}]}`,
+		"axis":                 `{"version": 1, "tools": [{"match": "a", "blast_radius": "huge"}]}`,
+		"twice":                `{"version": 1, "tools": [{"match": "a"}, {"match": "a"}]}`,
+		"duplicate key":        `{"version": 1, "version": 1, "tools": []}`,
+		"count and count_from": `{"version": 1, "tools": [{"match": "a", "count": 2, "count_from": "ids"}]}`,
+	} {
+		_, err := parseToolMap([]byte(doc))
+		require.Error(t, err, name)
+	}
+}

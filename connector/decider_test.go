@@ -1,0 +1,103 @@
+package connector
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine/envelope"
+)
+
+// answering is an engine stand-in that answers every request with status
+// and body: it injects answers the real engine never gives.
+func answering(t *testing.T, status int, body string) *HTTPDecider {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	return NewHTTPDecider(u, "tok", true, 5*time.Second)
+}
+
+func validEnvelope() *envelope.Envelope {
+	return &envelope.Envelope{
+		Agent:     envelope.Agent{ID: "gateway:acme/m", SessionID: "s"},
+		Action:    envelope.Action{Verb: "read", Ability: "gateway/x"},
+		Target:    envelope.Target{Environment: "production"},
+		Magnitude: envelope.Magnitude{Count: 1},
+		Axes:      envelope.Axes{Reversibility: "reversible", BlastRadius: "single", Externality: "internal"},
+	}
+}
+
+func TestHTTPDeciderAnswers(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		body   string
+		want   string // decision, or "" for an error
+	}{
+		{"allow", 200, `{"decision": "allow", "rule": "r", "obligations": []}`, "allow"},
+		{"engine's 500 deny", 500, `{"decision": "deny", "rule": "svc.core/internal_error"}`, "deny"},
+		{"engine's 400 deny", 400, `{"decision": "deny", "error": "invalid_envelope", "field": "params.x"}`, "deny"},
+		{"401", 401, `{"decision": "deny", "error": "unauthorized"}`, ""},
+		{"500 without a deny", 502, `bad gateway`, ""},
+		{"case variant", 200, `{"decision": "deny", "Decision": "allow"}`, ""},
+		{"twice", 200, `{"decision": "deny", "decision": "allow"}`, ""},
+		{"unknown decision", 200, `{"decision": "maybe"}`, ""},
+		{"hold without id", 200, `{"decision": "require_approval"}`, ""},
+		{"obligations", 200, `{"decision": "allow", "obligations": ["redact"]}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := answering(t, tc.status, tc.body).Decide(context.Background(), validEnvelope())
+			if tc.want == "" {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, d.Decision)
+		})
+	}
+	bad := validEnvelope()
+	bad.Params = map[string]any{"n": json9007199254740993()}
+	_, err := answering(t, 200, `{"decision": "allow"}`).Decide(context.Background(), bad)
+	var inv *envelope.InvalidEnvelope
+	require.ErrorAs(t, err, &inv, "an envelope the engine would refuse is not sent")
+}
+
+// TestAwaitHoldPollsAnEngineWithoutLongPoll: an engine that answers a
+// pending hold at once is read again until the wait ends or it is decided.
+func TestAwaitHoldPollsAnEngineWithoutLongPoll(t *testing.T) {
+	var reads atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status := "pending"
+		if reads.Add(1) >= 3 {
+			status = "approved"
+		}
+		_, _ = w.Write([]byte(`{"id": "h", "status": "` + status + `"}`))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	h, err := NewHTTPDecider(u, "", true, time.Second).AwaitHold(context.Background(), "h", 5*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, HoldApproved, h.Status)
+	assert.Equal(t, int64(3), reads.Load())
+
+	reads.Store(-1000)
+	start := time.Now()
+	h, err = NewHTTPDecider(u, "", true, time.Second).AwaitHold(context.Background(), "h", 600*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, HoldPending, h.Status)
+	assert.Less(t, time.Since(start), 3*time.Second)
+}

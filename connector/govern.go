@@ -1,0 +1,343 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/connector/tenancy"
+	"github.com/svc-dev/svc/engine/envelope"
+)
+
+// Modes of the connector (SVC_MODE).
+const (
+	ModeEnforce = "enforce"
+	ModeObserve = "observe"
+)
+
+// Tenancy is the tenancy map in force; *tenancy.Source implements it.
+type Tenancy interface {
+	Map() *tenancy.Map
+	Status() tenancy.Status
+}
+
+// Recorder writes ledger rows durably; the answer waits for it.
+type Recorder interface {
+	Record(ctx context.Context, rows []Row) error
+}
+
+// Observer is told of each tool call's outcome and latency, and of each
+// answered request (the Prometheus metrics).
+type Observer interface {
+	ToolCall(outcome string, latency time.Duration)
+	Answered(route string, latency time.Duration)
+}
+
+// Governor decides on the tool calls of gateway requests. It is safe for
+// concurrent use.
+type Governor struct {
+	mode     string
+	holdWait time.Duration
+	decider  Decider
+	tenancy  Tenancy
+	tools    *ToolMap
+	ledger   Recorder
+	counters *Counters
+	observer Observer
+	log      zerolog.Logger
+	now      func() time.Time
+	classify func(tm *ToolMap, name, arguments string) Classification
+}
+
+// GovernorConfig is what a Governor needs.
+type GovernorConfig struct {
+	Mode     string
+	HoldWait time.Duration
+	Decider  Decider
+	Tenancy  Tenancy
+	Tools    *ToolMap
+	Ledger   Recorder
+	Counters *Counters
+	Observer Observer // nil: none
+	Log      zerolog.Logger
+}
+
+// NewGovernor returns a Governor.
+func NewGovernor(c GovernorConfig) *Governor {
+	return &Governor{mode: c.Mode, holdWait: c.HoldWait, decider: c.Decider, tenancy: c.Tenancy, tools: c.Tools,
+		ledger: c.Ledger, counters: c.Counters, observer: c.Observer, log: c.Log, now: time.Now, classify: Classify}
+}
+
+// call is one tool call on its way through Govern.
+type call struct {
+	tc      ToolCall
+	env     *envelope.Envelope
+	out     Outcome
+	hold    string
+	started time.Time
+}
+
+// Govern decides on every tool call of req, in order, and records one
+// ledger row per call before it returns. Each call is decided first, then
+// the holds are waited on, all within one hold wait (see awaitHolds). Whatever fails — a panic included — refuses under
+// svc.core/fail_closed; nothing is let through unjudged.
+func (g *Governor) Govern(ctx context.Context, req Request) (res Result) {
+	g.counters.add(&g.counters.ResponsesSeen, 1)
+	if len(req.ToolCalls) == 0 {
+		return Result{Outcomes: []Outcome{}} // nothing to govern: the engine is not asked
+	}
+	calls := make([]*call, len(req.ToolCalls))
+	for i, tc := range req.ToolCalls {
+		calls[i] = &call{tc: tc, started: g.now()}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.Error().Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).Msg("connector fault; refused (fail closed)")
+			g.counters.add(&g.counters.InternalErrors, 1)
+			for _, c := range calls {
+				c.out = g.failClosed(c.tc, "connector fault")
+			}
+			res = g.finish(ctx, req, calls, nil, "")
+		}
+	}()
+	b, ok := g.tenancy.Map().Bind(req.Caller)
+	if !ok {
+		g.counters.add(&g.counters.UnmappedTenant, 1)
+		for _, c := range calls {
+			c.out = g.refuse(c.tc, OutcomeUnmapped, ErrTenantUnmapped, RuleTenantUnmapped,
+				"the gateway caller is bound to no org by the tenancy map (key_hash, key_alias, team_id)", "")
+		}
+		return g.finish(ctx, req, calls, nil, "")
+	}
+	session := Session(b.Tenant.Org, req.Session, req.EndUser)
+	for _, c := range calls {
+		g.decideOne(ctx, req, b.Tenant, session, c)
+	}
+	g.awaitHolds(ctx, req, calls)
+	return g.finish(ctx, req, calls, b.Tenant, session)
+}
+
+// decideOne classifies a call and asks the engine once.
+func (g *Governor) decideOne(ctx context.Context, req Request, t *tenancy.Tenant, session string, c *call) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.Error().Str("panic", fmt.Sprint(r)).Str("tool", c.tc.Name).Str("stack", string(debug.Stack())).
+				Msg("connector fault on a tool call; refused (fail closed)")
+			g.counters.add(&g.counters.InternalErrors, 1)
+			c.out = g.failClosed(c.tc, "connector fault")
+		}
+	}()
+	cl := g.classify(g.tools, c.tc.Name, c.tc.Arguments)
+	c.env = g.envelope(req, t, session, c.tc, cl)
+	c.out.classifiedBy = cl.By
+	d, err := g.decider.Decide(ctx, c.env)
+	if err != nil {
+		g.decideFault(c, err)
+		return
+	}
+	c.out = g.fromDecision(c.tc, d)
+	if d.Decision == "require_approval" {
+		c.hold = d.HoldID
+	}
+	c.out.classifiedBy = cl.By
+}
+
+// envelope builds the Action Envelope of a classified call.
+func (g *Governor) envelope(req Request, t *tenancy.Tenant, session string, tc ToolCall, cl Classification) *envelope.Envelope {
+	model := req.Model
+	if model == "" {
+		model = "unknown"
+	}
+	ctx := map[string]any{"model": req.Model, "tool": tc.Name, "tool_call_id": tc.ID, "classified_by": cl.By,
+		"transport": req.Transport}
+	if req.Session.CallID != "" {
+		ctx["gateway_call_id"] = req.Session.CallID
+	}
+	return &envelope.Envelope{
+		Agent:     envelope.Agent{ID: "gateway:" + t.Org + "/" + model, OnBehalfOf: t.Principal, SessionID: session},
+		Action:    envelope.Action{Namespace: "gateway", Verb: cl.Verb, Ability: "gateway/" + cl.Tool},
+		Target:    envelope.Target{Kind: cl.Kind, Ref: cl.Ref, Environment: riskierEnv(envelope.CanonicalEnvironment(t.Environment), cl.Env)},
+		Params:    cl.Params,
+		Magnitude: envelope.Magnitude{Count: max(cl.Count, 1)},
+		Axes:      cl.Axes,
+		Context:   ctx,
+		Mode:      g.mode,
+	}
+}
+
+// awaitHolds waits on the holds of the calls, all within one hold wait,
+// then re-submits each approved call; a hold still pending is refused
+// naming it. On path 1 a refusal refuses the whole response, so once any
+// call is refused nothing more is waited for; on path 2 each call is kept
+// or removed on its own, so every hold gets the whole wait.
+func (g *Governor) awaitHolds(ctx context.Context, req Request, calls []*call) {
+	wait := g.holdWait
+	if req.HoldWait != nil {
+		wait = min(wait, max(*req.HoldWait, 0))
+	}
+	if g.mode == ModeObserve {
+		wait = 0
+	}
+	whole := req.Transport != TransportInProcess
+	for _, c := range calls {
+		if whole && c.hold == "" && c.out.Outcome != OutcomeAllow {
+			wait = 0 // the response is refused anyway: waiting would only delay the refusal
+		}
+	}
+	deadline := g.now().Add(wait)
+	for _, c := range calls {
+		if c.hold != "" {
+			g.awaitOne(ctx, c, max(deadline.Sub(g.now()), 0))
+			if whole && c.out.Outcome != OutcomeAllow {
+				deadline = g.now()
+			}
+		}
+	}
+}
+
+// awaitOne reads a call's hold, waiting up to wait, and re-submits the
+// call with the approval when the hold is approved.
+func (g *Governor) awaitOne(ctx context.Context, c *call, wait time.Duration) {
+	h, err := g.decider.AwaitHold(ctx, c.hold, wait)
+	if err != nil {
+		g.engineFault(c, err)
+		return
+	}
+	hd, prev := holdDecision(h), c.out
+	switch h.Status {
+	case HoldApproved:
+		c.env.Approval = envelope.Approval{Present: true, HoldID: c.hold}
+		d, err := g.decider.Decide(ctx, c.env)
+		if err != nil {
+			g.engineFault(c, err)
+			return
+		}
+		c.out = g.fromDecision(c.tc, d)
+		c.out.ReleasedAfterApproval = d.Decision == "allow"
+	case HoldPending:
+		c.out = g.refuse(c.tc, OutcomeHoldTimeout, ErrHoldTimeout, c.out.Rule,
+			fmt.Sprintf("awaiting approval: hold %s is still pending; retry the request once a human approved it", c.hold), c.hold)
+	default:
+		c.out = g.refuse(c.tc, OutcomeDeny, ErrDenied, or(h.Rule, c.out.Rule),
+			fmt.Sprintf("hold %s is %s; the call is refused", c.hold, h.Status), c.hold)
+	}
+	c.out.HoldID, c.out.holdDecision, c.out.classifiedBy = &c.hold, hd, prev.classifiedBy
+	if c.out.DecisionID == nil { // no re-submission: the record is of the decision that raised the hold
+		c.out.DecisionID, c.out.verdict, c.out.envelopeHash = prev.DecisionID, prev.verdict, prev.envelopeHash
+	}
+}
+
+func holdDecision(h Hold) *HoldDecision {
+	if h.DecidedBy == nil && h.Status == HoldPending {
+		return nil
+	}
+	return &HoldDecision{DecidedBy: h.DecidedBy, Resolution: h.Status, Verified: h.Verified != nil && *h.Verified}
+}
+
+// fromDecision is the outcome of an engine decision.
+func (g *Governor) fromDecision(tc ToolCall, d Decision) Outcome {
+	var o Outcome
+	switch d.Decision {
+	case "allow":
+		o = Outcome{ToolCallID: tc.ID, Tool: tc.Name, Outcome: OutcomeAllow, Rule: d.Rule, Reason: d.Reason, Enforced: g.mode != ModeObserve}
+	case "require_approval":
+		o = g.refuse(tc, OutcomeHoldTimeout, ErrHoldTimeout, d.Rule,
+			fmt.Sprintf("%s; approval required: hold %s awaits a human decision, retry the request once it is approved", d.Reason, d.HoldID), d.HoldID)
+	default:
+		reason := d.Reason
+		if d.Detail != "" {
+			reason += ": " + d.Detail
+		}
+		if d.Field != "" {
+			reason = fmt.Sprintf("the engine refused the envelope: %s %s", d.Field, d.Reason)
+		}
+		o = g.refuse(tc, OutcomeDeny, ErrDenied, d.Rule, reason, "")
+	}
+	o.verdict, o.envelopeHash = d.Decision, d.EnvelopeHash
+	if d.DecisionID != "" {
+		id := d.DecisionID
+		o.DecisionID = &id
+	}
+	if d.HoldID != "" {
+		id := d.HoldID
+		o.HoldID = &id
+	}
+	return o
+}
+
+// decideFault refuses a call that could not be decided: an envelope the
+// engine would refuse (an argument holding a number a double cannot hold,
+// a string too long) is denied naming the field; any other fault fails
+// closed.
+func (g *Governor) decideFault(c *call, err error) {
+	var inv *envelope.InvalidEnvelope
+	if !errors.As(err, &inv) {
+		g.engineFault(c, err)
+		return
+	}
+	by := c.out.classifiedBy
+	c.out = g.refuse(c.tc, OutcomeDeny, ErrDenied, ruleInvalidRequest,
+		fmt.Sprintf("the tool call cannot be put to the engine: %s %s", inv.Field, inv.Reason), "")
+	c.out.classifiedBy = by
+}
+
+// engineFault refuses a call the engine could not decide.
+func (g *Governor) engineFault(c *call, err error) {
+	g.log.Error().Err(err).Str("tool", c.tc.Name).Msg("engine fault; tool call refused (fail closed)")
+	g.counters.add(&g.counters.InternalErrors, 1)
+	by := c.out.classifiedBy
+	c.out = g.failClosed(c.tc, "the engine could not decide: "+err.Error())
+	c.out.classifiedBy = by
+}
+
+func (g *Governor) failClosed(tc ToolCall, reason string) Outcome {
+	return g.refuse(tc, OutcomeFailClosed, ErrFailClosed, RuleFailClosed, reason+"; refused (fail closed)", "")
+}
+
+// refuse is a refused outcome with its refusal entry.
+func (g *Governor) refuse(tc ToolCall, outcome, code, rule, reason, holdID string) Outcome {
+	o := Outcome{ToolCallID: tc.ID, Tool: tc.Name, Outcome: outcome, Rule: rule, Reason: reason, Enforced: g.mode != ModeObserve,
+		Refusal: &Refusal{Error: code, Rule: rule, Reason: reason, ToolCallID: tc.ID, Tool: tc.Name, Stage: StageRefused, HoldID: holdID}}
+	if holdID != "" {
+		o.HoldID = &holdID
+	}
+	return o
+}
+
+// finish records the rows and builds the result. A ledger that cannot
+// record refuses every call: an unrecorded answer is not given.
+func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *tenancy.Tenant, session string) Result {
+	rows := make([]Row, len(calls))
+	for i, c := range calls {
+		rows[i] = g.row(req, c, t, session)
+	}
+	if len(rows) > 0 {
+		if err := g.ledger.Record(ctx, rows); err != nil {
+			g.log.Error().Err(err).Msg("gateway ledger unavailable; every call of the request refused (fail closed)")
+			g.counters.add(&g.counters.InternalErrors, 1)
+			for _, c := range calls {
+				c.out = g.failClosed(c.tc, "the gateway ledger could not record the decision")
+			}
+		}
+	}
+	res := Result{Outcomes: make([]Outcome, len(calls))}
+	var refused []Refusal
+	for i, c := range calls {
+		res.Outcomes[i] = c.out
+		g.counters.count(c.out)
+		if g.observer != nil {
+			g.observer.ToolCall(c.out.Outcome, g.now().Sub(c.started))
+		}
+		if c.out.Refusal != nil {
+			refused = append(refused, *c.out.Refusal)
+		}
+	}
+	if len(refused) > 0 {
+		res.RefusalPayload = &RefusalPayload{Svc: RefusalList{Refused: refused, Version: 1}}
+	}
+	return res
+}

@@ -1,0 +1,293 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/connector/tenancy"
+	"github.com/svc-dev/svc/engine/envelope"
+)
+
+// fakeDecider answers every call with decision and counts the calls. It
+// stands in for the engine only to inject faults the real one cannot
+// produce on demand; the end-to-end tests in cmd use the real engine.
+type fakeDecider struct {
+	calls    atomic.Int64
+	decision Decision
+	err      error
+	hold     Hold
+}
+
+func (f *fakeDecider) Decide(_ context.Context, env *envelope.Envelope) (Decision, error) {
+	f.calls.Add(1)
+	if _, err := env.MarshalWire(); err != nil {
+		return Decision{}, err
+	}
+	return f.decision, f.err
+}
+
+func (f *fakeDecider) AwaitHold(context.Context, string, time.Duration) (Hold, error) {
+	return f.hold, nil
+}
+
+// memLedger records rows in memory, or fails.
+type memLedger struct {
+	rows []Row
+	err  error
+}
+
+func (m *memLedger) Record(_ context.Context, rows []Row) error {
+	if m.err != nil {
+		return m.err
+	}
+	m.rows = append(m.rows, rows...)
+	return nil
+}
+
+func testTenancy(t testing.TB) *tenancy.Source {
+	t.Helper()
+	src, err := tenancy.Open("testdata/tenancy.json")
+	require.NoError(t, err)
+	return src
+}
+
+func testGovernor(t *testing.T, d Decider, led Recorder, mode string) *Governor {
+	return NewGovernor(GovernorConfig{Mode: mode, Decider: d, Tenancy: testTenancy(t), Ledger: led,
+		Counters: &Counters{}, Log: zerolog.Nop()})
+}
+
+func opsRequest(calls ...ToolCall) Request {
+	return Request{Transport: TransportGuardrailAPI, Model: "gpt-4o", Caller: tenancy.Caller{KeyAlias: "agent-ops-prod"},
+		Session: SessionHints{CallID: "c-1"}, ToolCalls: calls}
+}
+
+var readCall = ToolCall{ID: "call_1", Name: "crm_get_customer", Arguments: `{"customer_id": "cus_1"}`}
+
+func TestGovernPanicInClassificationFailsClosed(t *testing.T) {
+	d := &fakeDecider{decision: Decision{Decision: "allow", Rule: "svc.policy/default_allow", DecisionID: "d1"}}
+	led := &memLedger{}
+	g := testGovernor(t, d, led, ModeEnforce)
+	g.classify = func(*ToolMap, string, string) Classification { panic("boom") }
+	res := g.Govern(context.Background(), opsRequest(readCall, readCall))
+	require.True(t, res.Blocked())
+	for _, o := range res.Outcomes {
+		assert.Equal(t, OutcomeFailClosed, o.Outcome)
+		assert.Equal(t, RuleFailClosed, o.Refusal.Rule)
+	}
+	assert.Zero(t, d.calls.Load())
+	assert.Len(t, led.rows, 2, "the refusals are on record")
+	assert.Equal(t, int64(2), g.counters.InternalErrors.Load())
+}
+
+func TestGovernPanicInDeciderFailsClosed(t *testing.T) {
+	g := testGovernor(t, panicDecider{}, &memLedger{}, ModeEnforce)
+	res := g.Govern(context.Background(), opsRequest(readCall))
+	require.True(t, res.Blocked())
+	assert.Equal(t, OutcomeFailClosed, res.Outcomes[0].Outcome)
+}
+
+type panicDecider struct{}
+
+func (panicDecider) Decide(context.Context, *envelope.Envelope) (Decision, error) {
+	panic("engine client bug")
+}
+func (panicDecider) AwaitHold(context.Context, string, time.Duration) (Hold, error) {
+	panic("engine client bug")
+}
+
+func TestGovernUnmappedNeverAsksTheEngine(t *testing.T) {
+	d := &fakeDecider{decision: Decision{Decision: "allow"}}
+	g := testGovernor(t, d, &memLedger{}, ModeEnforce)
+	for _, c := range []tenancy.Caller{{}, {KeyHash: "sk-1234567890abcdef"}, {KeyAlias: "AGENT-OPS-PROD"},
+		{KeyHash: strings.Repeat("0", 64)}} {
+		req := opsRequest(readCall)
+		req.Caller = c
+		res := g.Govern(context.Background(), req)
+		require.True(t, res.Blocked())
+		assert.Equal(t, ErrTenantUnmapped, res.Outcomes[0].Refusal.Error)
+	}
+	assert.Zero(t, d.calls.Load())
+	assert.Equal(t, int64(4), g.counters.UnmappedTenant.Load())
+}
+
+func TestLedgerRowKeepsNoCredential(t *testing.T) {
+	led := &memLedger{}
+	g := testGovernor(t, &fakeDecider{}, led, ModeEnforce)
+	req := opsRequest(readCall)
+	req.Caller = tenancy.Caller{KeyHash: "sk-live-0123456789abcdef0123", KeyAlias: "sk-live-0123456789abcdef0123"}
+	g.Govern(context.Background(), req)
+	require.Len(t, led.rows, 1)
+	assert.Nil(t, led.rows[0].KeyAlias)
+	assert.NotContains(t, string(mustJSON(t, led.rows[0])), "sk-live")
+}
+
+func TestGovernFaults(t *testing.T) {
+	cases := []struct {
+		name    string
+		d       *fakeDecider
+		call    ToolCall
+		ledger  error
+		outcome string
+		rule    string
+	}{
+		{"engine error", &fakeDecider{err: errors.New("engine unreachable")}, readCall, nil, OutcomeFailClosed, RuleFailClosed},
+		{"ledger down", &fakeDecider{decision: Decision{Decision: "allow"}}, readCall, errors.New("disk full"), OutcomeFailClosed, RuleFailClosed},
+		{"inexact number", &fakeDecider{decision: Decision{Decision: "allow"}},
+			ToolCall{ID: "c", Name: "transfer_funds", Arguments: `{"to_account": 9007199254740993}`}, nil, OutcomeDeny, ruleInvalidRequest},
+		{"hold rejected", &fakeDecider{decision: Decision{Decision: "require_approval", HoldID: "h1", Rule: "svc.policy/x"},
+			hold: Hold{ID: "h1", Status: HoldRejected, DecidedBy: &Principal{"human", "alice"}}}, readCall, nil, OutcomeDeny, "svc.policy/x"},
+		{"hold pending", &fakeDecider{decision: Decision{Decision: "require_approval", HoldID: "h1", Rule: "svc.policy/x"},
+			hold: Hold{ID: "h1", Status: HoldPending}}, readCall, nil, OutcomeHoldTimeout, "svc.policy/x"},
+		{"deny", &fakeDecider{decision: Decision{Decision: "deny", Rule: "svc.policy/y", Reason: "no"}}, readCall, nil, OutcomeDeny, "svc.policy/y"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			led := &memLedger{err: tc.ledger}
+			g := testGovernor(t, tc.d, led, ModeEnforce)
+			res := g.Govern(context.Background(), opsRequest(tc.call))
+			require.True(t, res.Blocked())
+			o := res.Outcomes[0]
+			assert.Equal(t, tc.outcome, o.Outcome)
+			assert.Equal(t, tc.rule, o.Rule)
+			assert.Equal(t, StageRefused, o.Refusal.Stage)
+			if tc.ledger == nil {
+				require.Len(t, led.rows, 1)
+				assert.Equal(t, StageRefused, led.rows[0].EnforcementStage)
+			}
+		})
+	}
+}
+
+func TestGovernObserveNeverBlocks(t *testing.T) {
+	d := &fakeDecider{decision: Decision{Decision: "deny", Rule: "svc.policy/y"}}
+	led := &memLedger{}
+	g := testGovernor(t, d, led, ModeObserve)
+	res := g.Govern(context.Background(), opsRequest(readCall))
+	assert.False(t, res.Blocked())
+	assert.False(t, res.Outcomes[0].Enforced)
+	assert.Equal(t, OutcomeDeny, res.Outcomes[0].Outcome)
+	assert.Equal(t, StageAllowed, led.rows[0].EnforcementStage)
+	assert.Equal(t, int64(1), g.counters.Blocked.Load())
+}
+
+func TestSession(t *testing.T) {
+	cases := []struct {
+		h       SessionHints
+		endUser string
+		want    string
+	}{
+		{SessionHints{SvcSession: "s-1", Header: "h", TraceID: "t", CallID: "c"}, "u", "gateway:acme:s-1"},
+		{SessionHints{Header: "h", TraceID: "t"}, "u", "gateway:acme:h"},
+		{SessionHints{Header: "[present]", TraceID: "t"}, "u", "gateway:acme:u"},
+		{SessionHints{Header: " \u200b ", TraceID: "t"}, "", "gateway:acme:t"},
+		{SessionHints{CallID: "c"}, "", "gateway:acme:c"},
+		{SessionHints{}, "", "gateway:acme:unknown"},
+		{SessionHints{SvcSession: strings.Repeat("x", 300)}, "", "gateway:acme:sha256:" + digest(strings.Repeat("x", 300))},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, Session("acme", tc.h, tc.endUser))
+	}
+	assert.NotEqual(t, Session("acme", SessionHints{SvcSession: "s"}, ""), Session("other", SessionHints{SvcSession: "s"}, ""))
+}
+
+// FuzzGuardrailRequest: whatever the body, the guardrail route answers 200
+// with NONE or BLOCKED, and NONE only when no tool call needs a decision
+// or every one was allowed.
+func FuzzGuardrailRequest(f *testing.F) {
+	entries, err := os.ReadDir("../../shared/fixtures/litellm/requests")
+	require.NoError(f, err, "the LiteLLM fixtures are read from ../shared beside the clone")
+	for _, e := range entries {
+		raw, err := os.ReadFile("../../shared/fixtures/litellm/requests/" + e.Name())
+		require.NoError(f, err)
+		f.Add(raw)
+	}
+	f.Add([]byte(`{"input_type": "response", "tool_calls": [{"function": {"name": "x", "arguments": "{"}}]}`))
+	f.Add([]byte(`{"input_type": "response", "input_type": "request"}`))
+	d := &fakeDecider{decision: Decision{Decision: "deny", Rule: "svc.policy/y"}}
+	counters := &Counters{}
+	src, err := tenancy.Open("testdata/tenancy.json")
+	require.NoError(f, err)
+	g := NewGovernor(GovernorConfig{Mode: ModeEnforce, Decider: d, Tenancy: src, Ledger: &memLedger{},
+		Counters: counters, Log: zerolog.Nop()})
+	h := NewServer(ServerConfig{Token: "k", Tenancy: src, Counters: counters, Log: zerolog.Nop(), Governor: g}).Handler()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := httptest.NewRequest(http.MethodPost, GuardrailPath, strings.NewReader(string(body)))
+		req.Header.Set("x-api-key", "k")
+		w := httptest.NewRecorder()
+		before := d.calls.Load()
+		h.ServeHTTP(w, req)
+		require.Equal(t, 200, w.Code)
+		action := w.Body.String()
+		require.True(t, strings.HasPrefix(action, `{"action":"NONE"}`) || strings.HasPrefix(action, `{"action":"BLOCKED"`), action)
+		if d.calls.Load() > before { // the engine denied every call it saw
+			require.Contains(t, action, "BLOCKED")
+		}
+	})
+}
+
+// scriptedDecider denies the tool "deny_me", holds every other tool until
+// it is re-submitted with an approval, and answers every hold approved,
+// recording the wait each AwaitHold was given.
+type scriptedDecider struct {
+	waits []time.Duration
+}
+
+func (s *scriptedDecider) Decide(_ context.Context, env *envelope.Envelope) (Decision, error) {
+	switch {
+	case env.Action.Ability == "gateway/deny_me":
+		return Decision{Decision: "deny", Rule: "svc.policy/y", Reason: "no", DecisionID: "d-deny"}, nil
+	case env.Approval.Present:
+		return Decision{Decision: "allow", Rule: "svc.policy/approved_resubmission", DecisionID: "d-redeem"}, nil
+	}
+	return Decision{Decision: "require_approval", Rule: "svc.policy/x", HoldID: "h1", DecisionID: "d-hold"}, nil
+}
+
+func (s *scriptedDecider) AwaitHold(_ context.Context, id string, wait time.Duration) (Hold, error) {
+	s.waits = append(s.waits, wait)
+	if wait == 0 {
+		return Hold{ID: id, Status: HoldPending}, nil
+	}
+	return Hold{ID: id, Status: HoldApproved}, nil
+}
+
+// A denied call beside a held one: path 1 refuses the whole response, so it
+// does not wait on the hold; path 2 removes only the denied call, so the held
+// call gets the whole hold wait and is released once approved.
+func TestGovernHoldWaitBesideADeniedCall(t *testing.T) {
+	held := ToolCall{ID: "call_1", Name: "crm_get_customer", Arguments: `{"customer_id": "cus_1"}`}
+	denied := ToolCall{ID: "call_2", Name: "deny_me", Arguments: `{}`}
+	for _, tc := range []struct {
+		transport string
+		want      string
+		wait      time.Duration
+	}{
+		{TransportGuardrailAPI, OutcomeHoldTimeout, 0},
+		{TransportInProcess, OutcomeAllow, 30 * time.Second},
+	} {
+		t.Run(tc.transport, func(t *testing.T) {
+			d := &scriptedDecider{}
+			g := NewGovernor(GovernorConfig{Mode: ModeEnforce, HoldWait: 30 * time.Second, Decider: d,
+				Tenancy: testTenancy(t), Ledger: &memLedger{}, Counters: &Counters{}, Log: zerolog.Nop()})
+			req := opsRequest(held, denied)
+			req.Transport = tc.transport
+			res := g.Govern(context.Background(), req)
+			require.Len(t, res.Outcomes, 2)
+			assert.Equal(t, tc.want, res.Outcomes[0].Outcome)
+			assert.Equal(t, tc.want == OutcomeAllow, res.Outcomes[0].ReleasedAfterApproval)
+			assert.Equal(t, OutcomeDeny, res.Outcomes[1].Outcome)
+			require.Len(t, d.waits, 1)
+			assert.InDelta(t, tc.wait, d.waits[0], float64(time.Second))
+		})
+	}
+}

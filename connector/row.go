@@ -1,0 +1,67 @@
+package connector
+
+import (
+	"time"
+
+	"github.com/svc-dev/svc/connector/tenancy"
+)
+
+// Row is one ledger row: the connector's record of one tool call (gateway
+// spec §2.3). It never holds the model's prose or a key.
+type Row struct {
+	Time                  time.Time     `json:"ts"`
+	DecisionID            *string       `json:"decision_id"`
+	Outcome               string        `json:"outcome"`
+	Verdict               *string       `json:"verdict"`
+	Rule                  string        `json:"rule"`
+	Reason                string        `json:"reason"`
+	EnvelopeHash          *string       `json:"envelope_hash"`
+	Org                   *string       `json:"org"`
+	Session               *string       `json:"session"`
+	Tool                  string        `json:"tool"`
+	ToolCallID            string        `json:"tool_call_id"`
+	EnforcementStage      string        `json:"enforcement_stage"`
+	ReleasedAfterApproval bool          `json:"released_after_approval"`
+	HoldID                *string       `json:"hold_id"`
+	HoldDecision          *HoldDecision `json:"hold_decision"`
+	Transport             string        `json:"transport"`
+	APIBaseHost           *string       `json:"api_base_host"`
+	DeploymentID          *string       `json:"deployment_id"`
+	Provider              *string       `json:"provider"`
+	Mode                  string        `json:"mode"`
+	Enforced              bool          `json:"enforced"`
+	Model                 string        `json:"model"`
+	ClassifiedBy          string        `json:"classified_by"`
+	GatewayCallID         string        `json:"gateway_call_id"`
+	KeyAlias              *string       `json:"key_alias"`
+}
+
+// row is the ledger row of a call. The stage says what the gateway was
+// told: in observe mode every call is allowed at the gateway.
+func (g *Governor) row(req Request, c *call, t *tenancy.Tenant, session string) Row {
+	o := c.out
+	stage := StageAllowed
+	if o.Refused() && o.Enforced {
+		stage = StageRefused
+	}
+	r := Row{Time: g.now().UTC(), DecisionID: o.DecisionID, Outcome: o.Outcome, Rule: o.Rule, Reason: o.Reason,
+		Tool: c.tc.Name, ToolCallID: c.tc.ID, EnforcementStage: stage, ReleasedAfterApproval: o.ReleasedAfterApproval,
+		HoldID: o.HoldID, HoldDecision: o.holdDecision, Transport: req.Transport, APIBaseHost: req.Deployment.APIBaseHost,
+		DeploymentID: req.Deployment.DeploymentID, Provider: req.Deployment.Provider, Mode: g.mode, Enforced: o.Enforced,
+		Model: req.Model, ClassifiedBy: o.classifiedBy, GatewayCallID: req.Session.CallID,
+		Verdict: optional(o.verdict), EnvelopeHash: optional(o.envelopeHash)}
+	if !tenancy.SecretShaped(req.Caller.KeyAlias) { // a credential put in the alias by a custom auth is not kept
+		r.KeyAlias = optional(req.Caller.KeyAlias)
+	}
+	if t != nil {
+		r.Org, r.Session = &t.Org, &session
+	}
+	return r
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

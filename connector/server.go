@@ -1,0 +1,203 @@
+package connector
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/connector/internal/strictjson"
+)
+
+// MaxBody bounds a request body; LiteLLM's post-call bodies carry the
+// answer's texts and images besides the tool calls.
+const MaxBody = 8 << 20
+
+// Rule of a request the connector cannot read.
+const ruleInvalidRequest = "svc.core/invalid_request"
+
+// ServerConfig is what the HTTP side needs besides the Governor.
+type ServerConfig struct {
+	Token       string // SVC_CONNECTOR_TOKEN; "" only with AllowAnonymous
+	Version     string
+	CoreURL     string // shown in health, password redacted
+	HoldWait    time.Duration
+	Mode        string
+	LedgerPath  string
+	Tenancy     Tenancy
+	Counters    *Counters
+	Observer    Observer     // nil: none
+	Metrics     http.Handler // nil: /metrics is not served
+	Log         zerolog.Logger
+	Governor    *Governor
+	MaxBodySize int64 // 0: MaxBody
+}
+
+// Server serves the connector's routes.
+type Server struct {
+	cfg   ServerConfig
+	token [sha256.Size]byte
+}
+
+// NewServer returns a Server.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.MaxBodySize == 0 {
+		cfg.MaxBodySize = MaxBody
+	}
+	return &Server{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token))}
+}
+
+// Handler routes exactly the guardrail route, the batch route, /healthz and
+// /metrics; any other path answers 404 and another method 405.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+GuardrailPath, s.guard("guardrail", s.handleGuardrail))
+	mux.HandleFunc("POST "+BatchPath, s.guard("batch", s.handleBatch))
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	if s.cfg.Metrics != nil {
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			if !s.authorised(r) {
+				s.unauthorised(w)
+				return
+			}
+			s.cfg.Metrics.ServeHTTP(w, r)
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// authorised checks x-api-key (or a bearer, for scrapers) against the
+// connector token in constant time.
+func (s *Server) authorised(r *http.Request) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	key := r.Header.Get("x-api-key")
+	if key == "" {
+		key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	sum := sha256.Sum256([]byte(key))
+	return key != "" && subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+}
+
+func (s *Server) unauthorised(w http.ResponseWriter) {
+	s.cfg.Counters.Unauthorised.Add(1)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized",
+		"reason": "x-api-key must be the connector token (SVC_CONNECTOR_TOKEN)"})
+}
+
+// guard checks the token, reads the body within bounds, times the answer
+// and turns a panic into a refusal (200, fail closed), never a 5xx.
+func (s *Server) guard(route string, h func(w http.ResponseWriter, r *http.Request, body []byte) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorised(r) {
+			s.unauthorised(w)
+			return
+		}
+		start := time.Now()
+		defer func() {
+			if v := recover(); v != nil {
+				s.cfg.Log.Error().Str("panic", fmt.Sprint(v)).Str("stack", string(debug.Stack())).Str("route", route).
+					Msg("connector fault; request refused (fail closed)")
+				s.cfg.Counters.InternalErrors.Add(1)
+				s.refuseAll(w, route, "connector fault; refused (fail closed)")
+			}
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.Answered(route, time.Since(start))
+			}
+		}()
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodySize))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				err = &BadRequest{Reason: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodySize)}
+			} else {
+				err = &BadRequest{Reason: "request body could not be read: " + err.Error()}
+			}
+			s.badRequest(w, route, err)
+			return
+		}
+		if err := h(w, r, body); err != nil {
+			s.badRequest(w, route, err)
+		}
+	}
+}
+
+// badRequest answers a body the connector cannot read: on the guardrail
+// route BLOCKED (a 4xx would let a gateway with fail_on_error off through),
+// on the batch route 400 naming the field.
+func (s *Server) badRequest(w http.ResponseWriter, route string, err error) {
+	s.cfg.Log.Warn().Err(err).Str("route", route).Msg("request refused: body not readable")
+	br := &BadRequest{Reason: err.Error()}
+	errors.As(err, &br)
+	if route == "batch" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "field": br.Field, "reason": br.Reason})
+		return
+	}
+	writeJSON(w, http.StatusOK, refusedRequest(ErrDenied, ruleInvalidRequest, "the guardrail request is not readable: "+br.Error()))
+}
+
+// refuseAll answers a fault outside the per-call path.
+func (s *Server) refuseAll(w http.ResponseWriter, route, reason string) {
+	if route == "batch" {
+		p := &RefusalPayload{Svc: RefusalList{Version: 1, Refused: []Refusal{{Error: ErrFailClosed, Rule: RuleFailClosed, Reason: reason, Stage: StageRefused}}}}
+		writeJSON(w, http.StatusOK, Result{Outcomes: []Outcome{}, RefusalPayload: p})
+		return
+	}
+	writeJSON(w, http.StatusOK, refusedRequest(ErrFailClosed, RuleFailClosed, reason))
+}
+
+func (s *Server) handleGuardrail(w http.ResponseWriter, r *http.Request, body []byte) error {
+	var g guardrailRequest
+	if err := strictjson.Decode(body, &g, false); err != nil {
+		return err
+	}
+	switch deref(g.InputType) {
+	case InputRequest:
+		s.cfg.Counters.PreCallRequests.Add(1)
+		writeJSON(w, http.StatusOK, guardrailResponse{Action: ActionNone})
+		return nil
+	case InputResponse:
+	case "":
+		return &BadRequest{Field: "input_type", Reason: "is required (request or response)"}
+	default:
+		return &BadRequest{Field: "input_type", Reason: "must be request or response"}
+	}
+	req, err := g.toRequest()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, answer(s.cfg.Governor.Govern(r.Context(), req)))
+	return nil
+}
+
+func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request, body []byte) error {
+	req, err := parseBatch(body)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.cfg.Governor.Govern(r.Context(), req))
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		status, raw = http.StatusOK, []byte(`{"action":"BLOCKED","blocked_reason":"Svc: answer could not be encoded [rule=svc.core/fail_closed]"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(raw, '\n'))
+}

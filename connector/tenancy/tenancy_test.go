@@ -1,0 +1,123 @@
+package tenancy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const hashA = "6ddb1172c39e27779f01d9fb67dfbfccaad6b580ba7e02c670bc5de636f68378"
+
+func mapDoc(tenant, bind string) string {
+	return `{"version": 1, "tenants": {"a": ` + tenant + `}, "bind": ` + bind + `}`
+}
+
+const goodTenant = `{"org": "acme", "principal": "human:lead", "environment": "production"}`
+
+func TestParseRefuses(t *testing.T) {
+	cases := map[string]struct{ doc, want string }{
+		"version":        {`{"version": 2, "tenants": {"a": ` + goodTenant + `}}`, "version: must be 1"},
+		"no tenants":     {`{"version": 1, "tenants": {}}`, "tenants: must name at least one tenant"},
+		"no org":         {mapDoc(`{"principal": "p", "environment": "prod"}`, `{}`), "tenants.a.org: is required"},
+		"no principal":   {mapDoc(`{"org": "o", "environment": "prod"}`, `{}`), "tenants.a.principal: is required"},
+		"no environment": {mapDoc(`{"org": "o", "principal": "p"}`, `{}`), "tenants.a.environment: is required"},
+		"environment":    {mapDoc(`{"org": "o", "principal": "p", "environment": "moon"}`, `{}`), "environment: must be production, staging or dev"},
+		"unknown member": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod", "colour": 1}`, `{}`), "colour"},
+		"duplicate":      {`{"version": 1, "version": 1}`, "duplicate key"},
+		"bind target":    {mapDoc(goodTenant, `{"key_alias": {"k": "b"}}`), `names tenant "b", which the map does not define`},
+		"raw key in key_hash": {mapDoc(goodTenant, `{"key_hash": {"sk-1234567890abcdefghij": "a"}}`),
+			"never the key itself"},
+		"literal secret in evidence": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod",
+			"evidence": {"token": "sk-live-4f9a8b7c6d5e4f3a2b1c"}}`, `{}`), "evidence.token: a literal secret is refused"},
+		"secret-named value": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod",
+			"evidence": {"api_key": "hunter2"}}`, `{}`), "evidence.api_key: a literal secret is refused"},
+		"_env holds a value": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod",
+			"evidence": {"token_env": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}`, `{}`), "evidence.token_env: a literal secret is refused"},
+		"_env holds no name": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod",
+			"evidence": {"token_env": "not a name"}}`, `{}`), "must hold the NAME of an environment variable"},
+		"secret as label": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod", "label": "xoxb-123456789012-abcdefgh"}`, `{}`),
+			"label: holds what looks like a literal secret"},
+		"jwt alias": {mapDoc(goodTenant, `{"key_alias": {"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc": "a"}}`), "literal secret"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "sk-live-4f9a8b7c6d5e4f3a2b1c")
+			assert.NotContains(t, err.Error(), "hunter2")
+		})
+	}
+}
+
+func TestBindOrder(t *testing.T) {
+	m, err := Parse([]byte(`{"version": 1,
+		"tenants": {"h": ` + goodTenant + `, "k": {"org": "k", "principal": "p", "environment": "staging"},
+			"t": {"org": "t", "principal": "p", "environment": "dev",
+				"evidence": {"url": "https://e.example", "token_env": "EVIDENCE_TOKEN"}}},
+		"bind": {"key_hash": {"` + hashA + `": "h"}, "key_alias": {"alias": "k"},
+			"team_id": {"838957f7-5698-4654-81cb-198f2efce146": "t"}}}`))
+	require.NoError(t, err)
+	assert.Equal(t, 3, m.Orgs())
+	cases := []struct {
+		c    Caller
+		name string
+		by   string
+	}{
+		{Caller{KeyHash: hashA, KeyAlias: "alias", TeamID: "838957f7-5698-4654-81cb-198f2efce146"}, "h", "key_hash"},
+		{Caller{KeyHash: strings.Repeat("1", 64), KeyAlias: "alias"}, "k", "key_alias"},
+		{Caller{KeyAlias: "other", TeamID: "838957f7-5698-4654-81cb-198f2efce146"}, "t", "team_id"},
+		{Caller{KeyHash: "sk-" + hashA}, "", ""},
+		{Caller{KeyAlias: "ALIAS"}, "", ""},
+		{Caller{}, "", ""},
+	}
+	for _, tc := range cases {
+		b, ok := m.Bind(tc.c)
+		if tc.name == "" {
+			assert.False(t, ok, "%+v", tc.c)
+			continue
+		}
+		require.True(t, ok)
+		assert.Equal(t, tc.name, b.Tenant.Name)
+		assert.Equal(t, tc.by, b.By)
+	}
+	var none *Map
+	_, ok := none.Bind(Caller{KeyAlias: "alias"})
+	assert.False(t, ok)
+}
+
+func TestSourceReloadKeepsLastGood(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "map.json")
+	good := mapDoc(goodTenant, `{"key_alias": {"x": "a"}}`)
+	require.NoError(t, os.WriteFile(path, []byte(good), 0o600))
+	src, err := Open(path)
+	require.NoError(t, err)
+	require.True(t, src.Status().Loaded)
+	require.NoError(t, os.WriteFile(path, []byte(`{"version": 1`), 0o600))
+	changed, err := src.Reload()
+	require.Error(t, err)
+	assert.False(t, changed)
+	st := src.Status()
+	assert.True(t, st.Loaded)
+	assert.NotEmpty(t, st.Error)
+	_, ok := src.Map().Bind(Caller{KeyAlias: "x"})
+	assert.True(t, ok, "the last good map stays in force")
+	require.NoError(t, os.WriteFile(path, []byte(mapDoc(goodTenant, `{"key_alias": {"y": "a"}}`)), 0o600))
+	changed, err = src.Reload()
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Empty(t, src.Status().Error)
+	_, ok = src.Map().Bind(Caller{KeyAlias: "x"})
+	assert.False(t, ok)
+
+	empty, err := Open("")
+	require.NoError(t, err)
+	assert.False(t, empty.Status().Loaded)
+	assert.Contains(t, empty.Status().Error, "every caller is refused")
+	_, err = Open(filepath.Join(t.TempDir(), "missing.json"))
+	require.Error(t, err)
+}
