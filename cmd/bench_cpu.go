@@ -121,3 +121,9 @@ func cpuCell(d time.Duration, ok bool) string {
 	}
 	return strconv.FormatInt(d.Microseconds(), 10)
 }
+
+// procTreeCPU is the CPU time used so far by pid and its live children.
+func procTreeCPU(pid int) (time.Duration, bool) {
+	s := sampleCPU(pid)
+	return s.engine + s.children, s.ok
+}
