@@ -90,15 +90,17 @@ func (b *Budgets) Usage(ctx context.Context, scope engine.Scope, id string, sinc
 	if err != nil {
 		return engine.Usage{}, fmt.Errorf("budget totals of %s %q: %w", scope, id, err)
 	}
-	if len(charges) > cacheCharges {
-		u, err := sums(ctx, reads.sums, id, sinceMS)
-		if err != nil {
-			return engine.Usage{}, fmt.Errorf("budget totals of %s %q: %w", scope, id, err)
+	if len(charges) <= cacheCharges {
+		if u, ok := sumCharges(charges); ok {
+			b.db.charges.load(key, sinceMS, charges)
+			return u, nil
 		}
-		return u, nil
 	}
-	b.db.charges.load(key, sinceMS, charges)
-	return sumCharges(charges), nil
+	u, err := sums(ctx, reads.sums, id, sinceMS)
+	if err != nil {
+		return engine.Usage{}, fmt.Errorf("budget totals of %s %q: %w", scope, id, err)
+	}
+	return u, nil
 }
 
 // charges reads a subject's charges at or after sinceMS with stmt, oldest

@@ -7,20 +7,27 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
-// The cache holds at most cacheSessions × cacheCharges charges of 56 bytes:
-// 28 MiB.
+// The cache holds at most cacheTotal charges of 56 bytes: 28 MiB.
 const (
 	// cacheSessions bounds how many subjects' charges (a session's, an
 	// agent's, a principal's) are kept in memory; the least recently used
 	// subject is dropped first and read from SQLite again on its next
 	// decision.
 	cacheSessions = 2048
-	// cacheCharges bounds the charges kept for one subject (the bundled
-	// pack's session object budget allows 200 per window); a subject with
-	// more is not cached and is summed by SQLite each time. At most
-	// 256 × MaxAmount × 10 000 = 2.56 × 10^18 units of money are summed in
-	// memory: no int64 overflow.
-	cacheCharges = 256
+	// cacheCharges bounds the charges kept for one subject; a subject with
+	// more is not cached and is summed by SQLite each time, an index scan
+	// of all its charges in the window (milliseconds for thousands). It is
+	// well above the bundled pack's object budgets (200 per session, 1,000
+	// per agent, 2,000 per principal) because every call through the
+	// gateway connector charges the same agent (the org's model) and
+	// principal: at 256, a gateway's agent fell out of the cache within
+	// minutes and every decision then summed its charges in SQLite
+	// (BenchmarkConnectorAddedLatency: 7.9 ms of engine CPU per decision
+	// at 3,000 charges).
+	cacheCharges = 4096
+	// cacheTotal bounds the charges of all cached subjects together; past
+	// it, least recently used subjects are dropped.
+	cacheTotal = 512 * 1024
 )
 
 // cacheKey is the cache's key of the subject id of scope.
@@ -54,6 +61,7 @@ type chargeCache struct {
 	mu       sync.Mutex
 	lru      *list.List               // of *cachedSession, most recent first
 	sessions map[string]*list.Element // session id → its lru element
+	total    int                      // charges of all cached subjects
 }
 
 // cachedSession is a session's charges made at or after since, oldest
@@ -94,21 +102,38 @@ func (c *chargeCache) usage(session string, sinceMS int64) (engine.Usage, bool) 
 		drop++
 	}
 	s.charges, s.since = s.charges[drop:], sinceMS
-	return sumCharges(s.charges), true
+	c.total -= drop
+	u, ok := sumCharges(s.charges)
+	if !ok {
+		c.remove(session) // SQLite sums it, and refuses the overflow
+	}
+	return u, ok
 }
 
-// sumCharges adds up charges.
-func sumCharges(charges []cachedCharge) engine.Usage {
-	u := engine.Usage{Money: engine.Amounts{}}
+// sumCharges adds up charges; ok is false when a sum overflows int64, which
+// SQLite's SUM refuses (cacheCharges amounts of up to MaxAmount can).
+func sumCharges(charges []cachedCharge) (u engine.Usage, ok bool) {
+	u = engine.Usage{Money: engine.Amounts{}}
 	for _, ch := range charges {
-		u.Deletes += ch.Deletes
-		u.ExternalSends += ch.ExternalSends
-		u.Objects += ch.Objects
+		var ok1, ok2, ok3, ok4 bool
+		u.Deletes, ok1 = addInt64(u.Deletes, ch.Deletes)
+		u.ExternalSends, ok2 = addInt64(u.ExternalSends, ch.ExternalSends)
+		u.Objects, ok3 = addInt64(u.Objects, ch.Objects)
+		ok4 = true
 		if ch.amount > 0 {
-			u.Money[ch.currency] += ch.amount
+			u.Money[ch.currency], ok4 = addInt64(u.Money[ch.currency], ch.amount)
+		}
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return engine.Usage{}, false
 		}
 	}
-	return u
+	return u, true
+}
+
+// addInt64 is a + b, and false when it overflows.
+func addInt64(a, b int64) (int64, bool) {
+	sum := a + b
+	return sum, (b >= 0) == (sum >= a)
 }
 
 // load caches the session's charges at or after sinceMS, as just read from
@@ -121,7 +146,14 @@ func (c *chargeCache) load(session string, sinceMS int64, charges []cachedCharge
 		return
 	}
 	c.sessions[session] = c.lru.PushFront(&cachedSession{id: session, since: sinceMS, charges: charges})
-	for c.lru.Len() > cacheSessions {
+	c.total += len(charges)
+	c.evict()
+}
+
+// evict drops the least recently used subjects while the cache is past
+// its bounds.
+func (c *chargeCache) evict() {
+	for c.lru.Len() > cacheSessions || c.total > cacheTotal {
 		c.remove(c.lru.Back().Value.(*cachedSession).id)
 	}
 }
@@ -152,6 +184,8 @@ func (c *chargeCache) addTo(key string, ch engine.Charge) {
 	}
 	if at >= s.since {
 		s.charges = append(s.charges, cachedCharge{atMS: at, Totals: ch.Totals, currency: ch.Currency, amount: ch.Amount})
+		c.total++
+		c.evict()
 	}
 }
 
@@ -171,10 +205,12 @@ func (c *chargeCache) clear() {
 	defer c.mu.Unlock()
 	c.lru.Init()
 	clear(c.sessions)
+	c.total = 0
 }
 
 func (c *chargeCache) remove(session string) {
 	if el, ok := c.sessions[session]; ok {
+		c.total -= len(el.Value.(*cachedSession).charges)
 		c.lru.Remove(el)
 		delete(c.sessions, session)
 	}

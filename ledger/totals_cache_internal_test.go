@@ -2,10 +2,12 @@ package ledger
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
 )
@@ -49,3 +51,66 @@ func TestChargeCacheBounds(t *testing.T) {
 
 // sk is the cache key of a session.
 func sk(id string) string { return cacheKey(engine.ScopeSession, id) }
+
+// A busy gateway's agent and principal (every call through the connector
+// charges the org's model and tenant) stay cached with the thousands of
+// charges the bundled pack's budgets allow them, rather than being summed
+// by SQLite on every decision; the cache's charges together stay within
+// cacheTotal, the least recently used subject dropped first, and its count
+// of them stays exact.
+func TestChargeCacheKeepsBusySubjects(t *testing.T) {
+	c := newChargeCache()
+	one := engine.Totals{Objects: 1}
+	busy := make([]cachedCharge, 2000)
+	for i := range busy {
+		busy[i] = cachedCharge{atMS: int64(i), Totals: one}
+	}
+	ak := cacheKey(engine.ScopeAgent, "gateway:acme/gpt-4o")
+	c.load(ak, 0, busy)
+	c.add([]engine.Charge{{SessionID: "s", AgentID: "gateway:acme/gpt-4o", At: time.UnixMilli(5000), Totals: one}})
+	got, ok := c.usage(ak, 0)
+	require.True(t, ok, "2,001 charges are cached")
+	assert.Equal(t, int64(2001), got.Objects)
+	got, ok = c.usage(ak, 1000)
+	require.True(t, ok)
+	assert.Equal(t, int64(1001), got.Objects, "charges before the window are dropped")
+	assert.Equal(t, 1001, c.total)
+
+	full := cacheTotal / cacheCharges
+	for i := range full {
+		c.load(fmt.Sprint(i), 0, make([]cachedCharge, cacheCharges))
+	}
+	assert.LessOrEqual(t, c.total, cacheTotal)
+	_, ok = c.usage(ak, 1000)
+	assert.False(t, ok, "the least recently used subject made room")
+	_, ok = c.usage(fmt.Sprint(full-1), 0)
+	assert.True(t, ok)
+	n := 0
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		n += len(el.Value.(*cachedSession).charges)
+	}
+	assert.Equal(t, n, c.total, "the count of cached charges is exact")
+	c.clear()
+	assert.Zero(t, c.total)
+}
+
+// Money sums that would overflow int64 are not made in memory: the subject
+// is left to SQLite, whose SUM refuses them (the decision fails closed).
+func TestChargeCacheMoneyOverflow(t *testing.T) {
+	big := []cachedCharge{{atMS: 1, currency: "EUR", amount: math.MaxInt64/2 + 1},
+		{atMS: 2, currency: "EUR", amount: math.MaxInt64/2 + 1}}
+	_, ok := sumCharges(big)
+	assert.False(t, ok)
+	u, ok := sumCharges(big[:1])
+	assert.True(t, ok)
+	assert.Equal(t, engine.Amounts{"EUR": math.MaxInt64/2 + 1}, u.Money)
+
+	c := newChargeCache()
+	c.load(sk("rich"), 0, big[:1])
+	c.addTo(sk("rich"), engine.Charge{SessionID: "rich", At: time.UnixMilli(2), Currency: "EUR", Amount: math.MaxInt64/2 + 1})
+	_, ok = c.usage(sk("rich"), 0)
+	assert.False(t, ok, "the overflow is left to SQLite")
+	_, cached := c.sessions[sk("rich")]
+	assert.False(t, cached)
+	assert.Zero(t, c.total)
+}

@@ -59,12 +59,16 @@ const columns = `ts, decision_id, outcome, verdict, rule, reason, envelope_hash,
 	enforcement_stage, released_after_approval, hold_id, hold_decision, transport, api_base_host, deployment_id,
 	provider, mode, enforced, model, classified_by, gateway_call_id, key_alias`
 
+// insertRow writes one row.
+const insertRow = `INSERT INTO gateway_ledger (` + columns + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+
 // Ledger is the gateway ledger database. Rows of concurrent requests are
 // committed together (group commit): one writer takes every batch queued
 // while the previous commit was syncing, so that under load a sync serves
 // many requests instead of queueing them one sync each.
 type Ledger struct {
 	db      *sql.DB
+	insert  *sql.Stmt // prepared once, not per commit
 	queue   chan *batch
 	closing chan struct{}
 	done    chan struct{}
@@ -114,7 +118,13 @@ func Open(ctx context.Context, path string, synced bool) (*Ledger, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open gateway ledger %s: %w", path, err)
 	}
-	l := &Ledger{db: db, queue: make(chan *batch, maxGroup), closing: make(chan struct{}), done: make(chan struct{})}
+	insert, err := db.PrepareContext(ctx, insertRow)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open gateway ledger %s: %w", path, err)
+	}
+	l := &Ledger{db: db, insert: insert, queue: make(chan *batch, maxGroup), closing: make(chan struct{}),
+		done: make(chan struct{})}
 	go l.write()
 	return l, nil
 }
@@ -125,7 +135,7 @@ func Open(ctx context.Context, path string, synced bool) (*Ledger, error) {
 func (l *Ledger) Close() error {
 	l.once.Do(func() { close(l.closing) })
 	<-l.done
-	return l.db.Close()
+	return errors.Join(l.insert.Close(), l.db.Close())
 }
 
 // errClosed answers a Record after Close.
@@ -185,11 +195,7 @@ func (l *Ledger) commit(group []*batch) error {
 		return fmt.Errorf("record gateway ledger rows: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO gateway_ledger (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
-	if err != nil {
-		return fmt.Errorf("record gateway ledger rows: %w", err)
-	}
-	defer stmt.Close()
+	stmt := tx.StmtContext(ctx, l.insert)
 	for _, r := range rowsOf(group) {
 		var hd *string
 		if r.HoldDecision != nil {
