@@ -90,11 +90,8 @@ func (b *Budgets) Usage(ctx context.Context, scope engine.Scope, id string, sinc
 	if err != nil {
 		return engine.Usage{}, fmt.Errorf("budget totals of %s %q: %w", scope, id, err)
 	}
-	if len(charges) <= cacheCharges {
-		if u, ok := sumCharges(charges); ok {
-			b.db.charges.load(key, sinceMS, charges)
-			return u, nil
-		}
+	if u, ok := b.db.charges.load(key, sinceMS, charges); ok {
+		return u, nil
 	}
 	u, err := sums(ctx, reads.sums, id, sinceMS)
 	if err != nil {

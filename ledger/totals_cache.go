@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"container/list"
+	"maps"
 	"sync"
 
 	"github.com/svc-dev/svc/engine"
@@ -14,17 +15,19 @@ const (
 	// subject is dropped first and read from SQLite again on its next
 	// decision.
 	cacheSessions = 2048
-	// cacheCharges bounds the charges kept for one subject; a subject with
-	// more is not cached and is summed by SQLite each time, an index scan
-	// of all its charges in the window (milliseconds for thousands). It is
-	// well above the bundled pack's object budgets (200 per session, 1,000
-	// per agent, 2,000 per principal) because every call through the
-	// gateway connector charges the same agent (the org's model) and
-	// principal: at 256, a gateway's agent fell out of the cache within
-	// minutes and every decision then summed its charges in SQLite
-	// (BenchmarkConnectorAddedLatency: 7.9 ms of engine CPU per decision
-	// at 3,000 charges).
-	cacheCharges = 4096
+	// cacheCharges bounds the charges kept for one subject (3.5 MiB); a
+	// subject with more is not cached and is summed by SQLite each time, an
+	// index scan of all its charges in the window (milliseconds for
+	// thousands). It is far above the bundled pack's object budgets (200 per
+	// session, 1,000 per agent, 2,000 per principal) because every call
+	// through the gateway connector charges the same agent (the org's
+	// model) and principal, whose budgets an operator raises: at 256, a
+	// gateway's agent fell out of the cache within minutes and every
+	// decision then summed its charges in SQLite
+	// (BenchmarkConnectorAddedLatency: 7.9 ms of engine CPU per decision at
+	// 3,000 charges). A cached subject's sums are kept as charges come and
+	// go, so a decision's read costs the same at 10 charges as at 60,000.
+	cacheCharges = 64 * 1024
 	// cacheTotal bounds the charges of all cached subjects together; past
 	// it, least recently used subjects are dropped.
 	cacheTotal = 512 * 1024
@@ -70,6 +73,7 @@ type cachedSession struct {
 	id      string
 	since   int64 // unix ms
 	charges []cachedCharge
+	sum     engine.Usage // of charges, kept as they come and go
 }
 
 type cachedCharge struct {
@@ -99,35 +103,53 @@ func (c *chargeCache) usage(session string, sinceMS int64) (engine.Usage, bool) 
 	c.lru.MoveToFront(el)
 	drop := 0
 	for drop < len(s.charges) && s.charges[drop].atMS < sinceMS {
+		s.sum.Deletes -= s.charges[drop].Deletes
+		s.sum.ExternalSends -= s.charges[drop].ExternalSends
+		s.sum.Objects -= s.charges[drop].Objects
+		if ch := s.charges[drop]; ch.amount > 0 {
+			if s.sum.Money[ch.currency] -= ch.amount; s.sum.Money[ch.currency] == 0 {
+				delete(s.sum.Money, ch.currency) // as sumCharges of the charges left would
+			}
+		}
 		drop++
 	}
 	s.charges, s.since = s.charges[drop:], sinceMS
 	c.total -= drop
-	u, ok := sumCharges(s.charges)
-	if !ok {
-		c.remove(session) // SQLite sums it, and refuses the overflow
-	}
-	return u, ok
+	u := s.sum
+	u.Money = maps.Clone(s.sum.Money)
+	return u, true
 }
 
 // sumCharges adds up charges; ok is false when a sum overflows int64, which
 // SQLite's SUM refuses (cacheCharges amounts of up to MaxAmount can).
-func sumCharges(charges []cachedCharge) (u engine.Usage, ok bool) {
-	u = engine.Usage{Money: engine.Amounts{}}
+func sumCharges(charges []cachedCharge) (engine.Usage, bool) {
+	u := engine.Usage{Money: engine.Amounts{}}
 	for _, ch := range charges {
-		var ok1, ok2, ok3, ok4 bool
-		u.Deletes, ok1 = addInt64(u.Deletes, ch.Deletes)
-		u.ExternalSends, ok2 = addInt64(u.ExternalSends, ch.ExternalSends)
-		u.Objects, ok3 = addInt64(u.Objects, ch.Objects)
-		ok4 = true
-		if ch.amount > 0 {
-			u.Money[ch.currency], ok4 = addInt64(u.Money[ch.currency], ch.amount)
-		}
-		if !ok1 || !ok2 || !ok3 || !ok4 {
+		if !addCharge(&u, ch) {
 			return engine.Usage{}, false
 		}
 	}
 	return u, true
+}
+
+// addCharge adds ch to u; false when a sum overflows int64 (u is then
+// partly changed).
+func addCharge(u *engine.Usage, ch cachedCharge) bool {
+	var ok1, ok2, ok3 bool
+	u.Deletes, ok1 = addInt64(u.Deletes, ch.Deletes)
+	u.ExternalSends, ok2 = addInt64(u.ExternalSends, ch.ExternalSends)
+	u.Objects, ok3 = addInt64(u.Objects, ch.Objects)
+	if !ok1 || !ok2 || !ok3 {
+		return false
+	}
+	if ch.amount > 0 {
+		sum, ok := addInt64(u.Money[ch.currency], ch.amount)
+		if !ok {
+			return false
+		}
+		u.Money[ch.currency] = sum
+	}
+	return true
 }
 
 // addInt64 is a + b, and false when it overflows.
@@ -136,18 +158,26 @@ func addInt64(a, b int64) (int64, bool) {
 	return sum, (b >= 0) == (sum >= a)
 }
 
-// load caches the session's charges at or after sinceMS, as just read from
-// SQLite, oldest first.
-func (c *chargeCache) load(session string, sinceMS int64, charges []cachedCharge) {
+// load caches the subject's charges at or after sinceMS, as just read from
+// SQLite, oldest first, and returns their sum; ok is false, and nothing is
+// cached, when there are more than cacheCharges or a sum overflows.
+func (c *chargeCache) load(session string, sinceMS int64, charges []cachedCharge) (engine.Usage, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.remove(session)
 	if len(charges) > cacheCharges {
-		return
+		return engine.Usage{}, false
 	}
-	c.sessions[session] = c.lru.PushFront(&cachedSession{id: session, since: sinceMS, charges: charges})
+	sum, ok := sumCharges(charges)
+	if !ok {
+		return engine.Usage{}, false
+	}
+	u := sum
+	u.Money = maps.Clone(sum.Money)
+	c.sessions[session] = c.lru.PushFront(&cachedSession{id: session, since: sinceMS, charges: charges, sum: sum})
 	c.total += len(charges)
 	c.evict()
+	return u, true
 }
 
 // evict drops the least recently used subjects while the cache is past
@@ -183,7 +213,12 @@ func (c *chargeCache) addTo(key string, ch engine.Charge) {
 		return
 	}
 	if at >= s.since {
-		s.charges = append(s.charges, cachedCharge{atMS: at, Totals: ch.Totals, currency: ch.Currency, amount: ch.Amount})
+		cc := cachedCharge{atMS: at, Totals: ch.Totals, currency: ch.Currency, amount: ch.Amount}
+		if !addCharge(&s.sum, cc) {
+			c.remove(key) // SQLite sums it, and refuses the overflow
+			return
+		}
+		s.charges = append(s.charges, cc)
 		c.total++
 		c.evict()
 	}

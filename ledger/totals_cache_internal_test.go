@@ -114,3 +114,37 @@ func TestChargeCacheMoneyOverflow(t *testing.T) {
 	assert.False(t, cached)
 	assert.Zero(t, c.total)
 }
+
+// A cached subject's sums, kept as charges come and leave the window, are
+// always those of its charges in the window summed afresh: money of a
+// currency whose charges all left is gone, not 0.
+func TestChargeCacheRunningSums(t *testing.T) {
+	c := newChargeCache()
+	key := sk("run")
+	_, ok := c.load(key, -1000, nil) // a window opening before the first charge
+	require.True(t, ok)
+	var kept []cachedCharge
+	currencies := []string{"EUR", "USD", "JPY"}
+	for i := range 500 {
+		ch := engine.Charge{SessionID: "run", At: time.UnixMilli(int64(10 * i)),
+			Totals: engine.Totals{Deletes: int64(i % 2), ExternalSends: int64(i % 3), Objects: int64(i % 7)}}
+		if i%4 != 0 {
+			ch.Currency, ch.Amount = currencies[i%3], int64(i*1000)
+		}
+		c.add([]engine.Charge{ch})
+		kept = append(kept, cachedCharge{atMS: ch.At.UnixMilli(), Totals: ch.Totals, currency: ch.Currency, amount: ch.Amount})
+		since := int64(10*i - 300) // a window of 30 charges
+		got, ok := c.usage(key, since)
+		require.True(t, ok)
+		for len(kept) > 0 && kept[0].atMS < since {
+			kept = kept[1:]
+		}
+		want, _ := sumCharges(kept)
+		require.Equal(t, want, got, "after charge %d", i)
+	}
+	got, _ := c.usage(key, 10*500)
+	assert.Equal(t, engine.Usage{Money: engine.Amounts{}}, got, "every charge left the window")
+	got.Money["EUR"] = 1
+	again, _ := c.usage(key, 10*500)
+	assert.Empty(t, again.Money, "a caller cannot change the cached sums")
+}
