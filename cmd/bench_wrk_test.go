@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,4 +124,35 @@ func TestParseWrkSummary(t *testing.T) {
 	assert.Equal(t, "2s", wrkSeconds(1500*time.Millisecond))
 	assert.Equal(t, "1s", wrkSeconds(10*time.Millisecond))
 	assert.True(t, strings.HasPrefix(wrkMixLua(), "mix = {\n  {share=55, verb=\"read\""), wrkMixLua())
+}
+
+// TestBenchWrkSlowEngine: a warm-up in which a slow engine (eval mode on a
+// busy machine) answers nothing is no error, and the timed run still
+// counts its answers; a timed run without any answer is an error.
+func TestBenchWrkSlowEngine(t *testing.T) {
+	wrk, err := exec.LookPath("wrk")
+	require.NoError(t, err, "wrk is missing: run scripts/install-test-deps")
+	var delay atomic.Int64
+	delay.Store(int64(1500 * time.Millisecond))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(time.Duration(delay.Load())):
+			_, _ = io.WriteString(w, `{"decision":"allow","decision_id":"d"}`)
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+
+	w, err := newWrkRunner(benchParams{url: srv.URL, sessions: 1, wrkBin: wrk, duration: 3 * time.Second})
+	require.NoError(t, err)
+	defer func() { _ = w.Close() }()
+	r, err := w.run(t.Context(), 1, "slow")
+	require.NoError(t, err)
+	assert.Positive(t, r.decisions())
+	assert.Equal(t, r.decisions(), r.answered, "the warm-up answered none")
+
+	delay.Store(int64(time.Minute))
+	w.p.duration = time.Second
+	_, err = w.run(t.Context(), 1, "stuck")
+	require.ErrorIs(t, err, errWrkNoAnswer)
 }
