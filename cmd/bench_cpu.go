@@ -18,7 +18,8 @@ import (
 const userHZ = 100
 
 // cpuSample is the CPU time (user + system) used so far by the engine, by
-// its child processes (the supervised opa), and by the load generator.
+// its child processes (the supervised opa, live, or eval mode's opa evals,
+// waited for), and by the load generator.
 type cpuSample struct {
 	engine, children, generator time.Duration
 	ok                          bool // the engine's figures could be read
@@ -44,6 +45,7 @@ func sampleCPU(pid int) cpuSample {
 		return s
 	}
 	s.engine, s.ok = self, true
+	s.children, _ = procChildrenCPU(pid) // the opa evals of eval mode, waited for
 	for _, child := range childPIDs(pid) {
 		if c, ok := procCPU(child); ok {
 			s.children += c
@@ -94,6 +96,21 @@ func procCPU(pid int) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(utime+stime) * time.Second / userHZ, true
+}
+
+// procChildrenCPU is cutime + cstime of pid (fields 16 and 17 of its
+// stat): the CPU of the children it has waited for.
+func procChildrenCPU(pid int) (time.Duration, bool) {
+	f := procStatFields(pid)
+	if len(f) < 15 {
+		return 0, false
+	}
+	cutime, err1 := strconv.ParseInt(f[13], 10, 64)
+	cstime, err2 := strconv.ParseInt(f[14], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(cutime+cstime) * time.Second / userHZ, true
 }
 
 // childPIDs lists the live processes whose parent is pid (field 4 of their

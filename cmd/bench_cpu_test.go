@@ -11,8 +11,9 @@ import (
 )
 
 // TestSampleCPU measures a busy child process as the engine's child (its
-// opa), this process as the engine itself and as the generator, and splits
-// the CPU used between two samples over the decisions.
+// opa), and a child already waited for (an opa eval of eval mode), this
+// process as the engine itself and as the generator, and splits the CPU
+// used between two samples over the decisions.
 func TestSampleCPU(t *testing.T) {
 	child := exec.Command("sh", "-c", "while :; do :; done")
 	require.NoError(t, child.Start())
@@ -32,6 +33,13 @@ func TestSampleCPU(t *testing.T) {
 	assert.Positive(t, per.children, "the busy child's CPU")
 	assert.Positive(t, per.generator, "getrusage of this process")
 	assert.Equal(t, (after.children-before.children)/10, per.children)
+
+	require.NoError(t, child.Process.Kill())
+	_ = child.Wait()
+	reaped := sampleCPU(os.Getpid())
+	assert.NotContains(t, childPIDs(os.Getpid()), child.Process.Pid)
+	assert.GreaterOrEqual(t, reaped.children, after.children,
+		"the busy child, waited for, still counts, as eval mode's opa evals do")
 
 	assert.False(t, sampleCPU(0).ok, "no engine pid")
 	assert.Equal(t, cpuPerDecision{}, perDecision(before, after, 0))
