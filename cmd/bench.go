@@ -260,12 +260,20 @@ func (b *benchClient) run(ctx context.Context, n int, run string) (benchResult, 
 	if err != nil {
 		return benchResult{}, err
 	}
-	rss := sampleRSS(b.p.pid)
-	before := sampleCPU(b.p.pid)
-	r, err := b.drive(ctx, n, run, b.p.duration)
-	r.cpu = perDecision(before, sampleCPU(b.p.pid), r.decisions())
-	r.maxRSS = rss.stop()
+	r, err := measured(b.p.pid, func() (benchResult, error) { return b.drive(ctx, n, run, b.p.duration) })
 	r.answered += warm.answered
+	return r, err
+}
+
+// measured runs a timed run, sampling the resident memory of the engine at
+// pid meanwhile and its CPU, its children's and the generator's before
+// and after.
+func measured(pid int, run func() (benchResult, error)) (benchResult, error) {
+	rss := sampleRSS(pid)
+	before := sampleCPU(pid)
+	r, err := run()
+	r.cpu = perDecision(before, sampleCPU(pid), r.decisions())
+	r.maxRSS = rss.stop()
 	return r, err
 }
 

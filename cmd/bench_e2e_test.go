@@ -23,23 +23,9 @@ const benchHeader = "mode      conc decisions  decided/s       p50       p90    
 // the baseline of bare `opa eval` runs one row per concurrency too, and the
 // audit log holds exactly the answered decisions.
 func TestBenchE2E(t *testing.T) {
-	env := baseEnv(t)
-	env["SVC_OPA_MODE"] = "server"
-	env["SVC_AUTH_TOKEN"] = "bench-token"
-	p := startEngine(t, env)
-
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, svcBin, "bench", "--url", p.URL, "--token", "bench-token", "--label", "server",
-		"--concurrency", "1,4", "--duration", "1s", "--sessions", "20", "--opa-runs", "3",
-		"--pid", strconv.Itoa(p.cmd.Process.Pid))
-	cmd.Env = environ(nil)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	p.stop(t)
-
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Equal(t, "svc bench: "+p.URL+", 1s per run, 20 sessions", lines[0])
+	url, env, out := benchE2E(t, "--opa-runs", "3")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Equal(t, "svc bench: "+url+", 1s per run, 20 sessions", lines[0])
 	require.Equal(t, benchHeader, lines[2])
 	total := 0
 	for i, conc := range []string{"1", "4"} {
@@ -72,23 +58,8 @@ func TestBenchE2E(t *testing.T) {
 // audit log holds the answered decisions plus at most those wrk left in
 // flight when it stopped.
 func TestBenchWrkE2E(t *testing.T) {
-	wrk := requireWrk(t)
-	env := baseEnv(t)
-	env["SVC_OPA_MODE"] = "server"
-	env["SVC_AUTH_TOKEN"] = "bench-token"
-	p := startEngine(t, env)
-
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, svcBin, "bench", "--url", p.URL, "--token", "bench-token", "--label", "server",
-		"--concurrency", "1,4", "--duration", "1s", "--sessions", "20", "--wrk", wrk,
-		"--pid", strconv.Itoa(p.cmd.Process.Pid))
-	cmd.Env = environ(nil)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	p.stop(t)
-
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	_, env, out := benchE2E(t, "--wrk", requireWrk(t))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Equal(t, benchHeader, lines[2])
 	total := 0
 	for i, conc := range []string{"1", "4"} {
@@ -106,6 +77,29 @@ func TestBenchWrkE2E(t *testing.T) {
 	decisions := auditDecisions(t, env["SVC_AUDIT_LOG"])
 	assert.GreaterOrEqual(t, decisions, answered, "every answer is in the audit log")
 	assert.LessOrEqual(t, decisions, answered+inFlight, "only the requests left in flight are uncounted")
+}
+
+// benchE2E runs `svc bench` with extra flags, at concurrency 1 and 4 for 1 s
+// each over 20 sessions, against a real engine (opa server mode, with a
+// token) that it stops afterwards; it returns the engine's URL, its
+// environment and the output.
+func benchE2E(t *testing.T, extra ...string) (string, map[string]string, string) {
+	t.Helper()
+	env := baseEnv(t)
+	env["SVC_OPA_MODE"] = "server"
+	env["SVC_AUTH_TOKEN"] = "bench-token"
+	p := startEngine(t, env)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	args := []string{"bench", "--url", p.URL, "--token", "bench-token", "--label", "server", "--concurrency", "1,4",
+		"--duration", "1s", "--sessions", "20", "--pid", strconv.Itoa(p.cmd.Process.Pid)}
+	cmd := exec.CommandContext(ctx, svcBin, append(args, extra...)...)
+	cmd.Env = environ(nil)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	p.stop(t)
+	return p.URL, env, string(out)
 }
 
 // benchFields splits a row of the table and checks its mode, concurrency

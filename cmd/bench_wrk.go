@@ -88,11 +88,7 @@ func (w *wrkRunner) run(ctx context.Context, n int, run string) (benchResult, er
 	if err != nil && !errors.Is(err, errWrkNoAnswer) { // a slow engine may answer nothing in a second
 		return benchResult{}, err
 	}
-	rss := sampleRSS(w.p.pid)
-	before := sampleCPU(w.p.pid)
-	r, err := w.drive(ctx, n, run, w.p.duration)
-	r.cpu = perDecision(before, sampleCPU(w.p.pid), r.decisions())
-	r.maxRSS = rss.stop()
+	r, err := measured(w.p.pid, func() (benchResult, error) { return w.drive(ctx, n, run, w.p.duration) })
 	r.answered += warm.answered
 	r.inFlight += warm.inFlight
 	return r, err
