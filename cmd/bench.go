@@ -79,7 +79,7 @@ func newBenchCommand() *cobra.Command {
 		"comma-separated `counts` of concurrent clients, one run for each")
 	f.DurationVar(&p.duration, "duration", 10*time.Second, "length of each run")
 	f.IntVar(&p.sessions, "sessions", 1000, "`n` agent sessions the envelopes are spread over")
-	f.IntVar(&p.pid, "pid", 0, "`pid` of svc serve, to report its resident memory (Linux)")
+	f.IntVar(&p.pid, "pid", 0, "`pid` of svc serve, to report its resident memory and the CPU it and its children use (Linux)")
 	f.IntVar(&p.procs, "procs", 1, "GOMAXPROCS `n` of the load generator: 1 leaves the other CPUs to an engine on the\n"+
 		"same machine; 0 keeps Go's default")
 	f.IntVar(&p.opaRuns, "opa-runs", 0, "`n` runs of a bare opa eval, the baseline, at each concurrency; 0 skips it")

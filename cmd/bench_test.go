@@ -137,7 +137,7 @@ func TestFlagPlaceholders(t *testing.T) {
 		want map[string]string
 	}{
 		{newBenchCommand(), map[string]string{
-			"url": "URL", "token": "token", "label": "label", "concurrency": "counts", "duration": "duration",
+			"url": "URL", "token": "token", "label": "label", "wrk": "path", "concurrency": "counts", "duration": "duration",
 			"sessions": "n", "pid": "pid", "procs": "n", "opa-runs": "n", "opa-bin": "path", "policy-dir": "dir",
 		}},
 		{newDecideCommand(), map[string]string{"file": "path"}},

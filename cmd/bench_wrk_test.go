@@ -135,6 +135,7 @@ func TestBenchWrkSlowEngine(t *testing.T) {
 	var delay atomic.Int64
 	delay.Store(int64(1500 * time.Millisecond))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then the server notices wrk hanging up (r.Context())
 		select {
 		case <-time.After(time.Duration(delay.Load())):
 			_, _ = io.WriteString(w, `{"decision":"allow","decision_id":"d"}`)
