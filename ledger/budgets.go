@@ -76,7 +76,8 @@ func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
 // Usage sums the charges of the subject id of scope made at or after since:
 // from the cache, else from SQLite, caching the subject's charges when
 // there are few enough to keep (cacheCharges); a subject with more is
-// summed by SQLite (which fails on an integer overflow rather than wrap).
+// summed by SQLite (which fails on an integer overflow rather than wrap),
+// without reading its charges again for its next tooManySkips reads.
 func (b *Budgets) Usage(ctx context.Context, scope engine.Scope, id string, since time.Time) (engine.Usage, error) {
 	reads, ok := b.reads[scope]
 	if !ok {
@@ -86,12 +87,17 @@ func (b *Budgets) Usage(ctx context.Context, scope engine.Scope, id string, sinc
 	if u, ok := b.db.charges.usage(key, sinceMS); ok {
 		return u, nil
 	}
-	charges, err := b.charges(ctx, reads.charges, id, sinceMS)
-	if err != nil {
-		return engine.Usage{}, fmt.Errorf("budget totals of %s %q: %w", scope, id, err)
-	}
-	if u, ok := b.db.charges.load(key, sinceMS, charges); ok {
-		return u, nil
+	if !b.db.charges.tooMany(key) {
+		charges, err := b.charges(ctx, reads.charges, id, sinceMS)
+		if err != nil {
+			return engine.Usage{}, fmt.Errorf("budget totals of %s %q: %w", scope, id, err)
+		}
+		if u, ok := b.db.charges.load(key, sinceMS, charges); ok {
+			return u, nil
+		}
+		if len(charges) > cacheCharges {
+			b.db.charges.markTooMany(key)
+		}
 	}
 	u, err := sums(ctx, reads.sums, id, sinceMS)
 	if err != nil {

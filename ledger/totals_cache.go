@@ -31,6 +31,10 @@ const (
 	// cacheTotal bounds the charges of all cached subjects together; past
 	// it, least recently used subjects are dropped.
 	cacheTotal = 512 * 1024
+	// tooManySkips is how many reads of a subject found with more than
+	// cacheCharges charges go straight to SQLite's sums, rather than read
+	// its cacheCharges+1 charges first, before it is tried again.
+	tooManySkips = 1024
 )
 
 // cacheKey is the cache's key of the subject id of scope.
@@ -65,6 +69,7 @@ type chargeCache struct {
 	lru      *list.List               // of *cachedSession, most recent first
 	sessions map[string]*list.Element // session id → its lru element
 	total    int                      // charges of all cached subjects
+	big      map[string]int           // subjects with too many charges → reads left to skip
 }
 
 // cachedSession is a session's charges made at or after since, oldest
@@ -84,7 +89,34 @@ type cachedCharge struct {
 }
 
 func newChargeCache() *chargeCache {
-	return &chargeCache{lru: list.New(), sessions: map[string]*list.Element{}}
+	return &chargeCache{lru: list.New(), sessions: map[string]*list.Element{}, big: map[string]int{}}
+}
+
+// tooMany reports whether the subject was found with too many charges to
+// cache within its last tooManySkips reads, counting this one.
+func (c *chargeCache) tooMany(session string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	left, ok := c.big[session]
+	if !ok {
+		return false
+	}
+	if left <= 1 {
+		delete(c.big, session)
+	} else {
+		c.big[session] = left - 1
+	}
+	return true
+}
+
+// markTooMany notes a subject found with more than cacheCharges charges.
+func (c *chargeCache) markTooMany(session string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.big) >= cacheSessions {
+		clear(c.big)
+	}
+	c.big[session] = tooManySkips
 }
 
 // usage returns the sum of the subject's charges at or after sinceMS, if
@@ -240,6 +272,7 @@ func (c *chargeCache) clear() {
 	defer c.mu.Unlock()
 	c.lru.Init()
 	clear(c.sessions)
+	clear(c.big)
 	c.total = 0
 }
 

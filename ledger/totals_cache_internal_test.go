@@ -148,3 +148,22 @@ func TestChargeCacheRunningSums(t *testing.T) {
 	again, _ := c.usage(key, 10*500)
 	assert.Empty(t, again.Money, "a caller cannot change the cached sums")
 }
+
+// A subject found with more charges than the cache keeps is summed by
+// SQLite for its next tooManySkips reads without its charges being read
+// first, then tried again; the notes stay bounded.
+func TestChargeCacheTooMany(t *testing.T) {
+	c := newChargeCache()
+	assert.False(t, c.tooMany("a"))
+	c.markTooMany("a")
+	for i := range tooManySkips {
+		require.True(t, c.tooMany("a"), "read %d", i)
+	}
+	assert.False(t, c.tooMany("a"), "tried again")
+	for i := range cacheSessions + 1 {
+		c.markTooMany(fmt.Sprint(i))
+	}
+	assert.LessOrEqual(t, len(c.big), cacheSessions)
+	c.clear()
+	assert.Empty(t, c.big)
+}
