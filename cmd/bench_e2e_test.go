@@ -103,8 +103,10 @@ func benchE2E(t *testing.T, extra ...string) (string, map[string]string, string)
 }
 
 // benchFields splits a row of the table and checks its mode, concurrency
-// and verdicts: reads allowed, systemic deletes denied, and the verdicts
-// adding up to the decisions.
+// and verdicts: reads allowed, systemic deletes (5 % of the mix) denied
+// when the row has enough decisions to draw one near certainly (a loaded
+// machine under -race may answer only a dozen in a second), and the
+// verdicts adding up to the decisions.
 func benchFields(t *testing.T, line, mode, conc string) []string {
 	t.Helper()
 	f := strings.Fields(line)
@@ -114,7 +116,9 @@ func benchFields(t *testing.T, line, mode, conc string) []string {
 	approval, _ := strconv.Atoi(f[8])
 	deny, _ := strconv.Atoi(f[9])
 	assert.Positive(t, allow, line)
-	assert.Positive(t, deny, line)
+	if benchDecisions(t, f) >= 300 { // no deny in 300 draws: 0.95^300 ≈ 2e-7
+		assert.Positive(t, deny, line)
+	}
 	assert.Equal(t, benchDecisions(t, f), allow+approval+deny, line)
 	return f
 }
