@@ -25,6 +25,7 @@ type app struct {
 	engine   *engine.Engine
 	closers  []func() error
 	cancel   context.CancelFunc
+	bgCtx    context.Context // of the background work, ended by Close
 	exporter *export.Exporter
 	ready    []engine.ReadyCheck // the checks of GET /readyz
 }
@@ -42,6 +43,9 @@ func openApp(ctx context.Context, cfg Config, log zerolog.Logger) (*app, error) 
 
 func (a *app) open(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
+	if err := a.lockDatabase(ctx, cfg.HoldsPath); err != nil {
+		return err
+	}
 	policyDir, err := a.policyDir()
 	if err != nil {
 		return err
@@ -118,6 +122,8 @@ func (a *app) open(ctx context.Context) error {
 		BodyTimeout: cfg.ReadTimeout}, deps)
 	a.handler, a.endWaits = srv.Handler(), srv.EndHoldWaits
 	a.background(ctx, resolver, budgets)
+	reopenOnHUP(a.bgCtx, audit, log)
+	go retain(a.bgCtx, cfg.Retention, log, "audit mirror and settled holds", pruneEngine(db))
 	return nil
 }
 
@@ -160,6 +166,7 @@ func (a *app) policyDir() (string, error) {
 // background starts the hold expiry sweep and the ledger pruning.
 func (a *app) background(ctx context.Context, resolver *holds.Service, budgets *ledger.Budgets) {
 	ctx, a.cancel = context.WithCancel(ctx)
+	a.bgCtx = ctx
 	go func() {
 		if err := resolver.Run(ctx, 5*time.Second); err != nil && ctx.Err() == nil {
 			a.log.Error().Err(err).Msg("hold expiry sweep stopped")

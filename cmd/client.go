@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/transport"
 )
 
 // clientDefaults are the adapter-to-engine settings of spec §5.
@@ -31,18 +33,22 @@ func newClient(warn io.Writer) (*client, error) {
 	raw := p.str("core_url")
 	verify := p.safetySwitch("verify_ssl")
 	timeout := p.seconds("client_timeout", time.Second, time.Hour)
+	tlsCfg := p.clientTLS()
+	u, ok := httpURL(raw)
+	if ok {
+		p.serverURL("core_url", u, tlsCfg)
+	}
 	if err := p.first(); err != nil {
 		return nil, err
 	}
 	for _, w := range p.warns {
 		fmt.Fprintln(warn, "svc: warning:", w)
 	}
-	u, ok := httpURL(raw)
 	if !ok {
 		return nil, fmt.Errorf("SVC_CORE_URL: must be the engine's http(s) base URL, got %q", redactURL(raw))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !verify} //nolint:gosec // explicit opt-out
+	tr.TLSClientConfig = &tls.Config{MinVersion: transport.MinVersion, RootCAs: tlsCfg.roots, InsecureSkipVerify: !verify} //nolint:gosec // explicit opt-out
 	return &client{base: u, token: p.str("core_token"), http: &http.Client{Transport: tr, Timeout: timeout}}, nil
 }
 

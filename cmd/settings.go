@@ -12,7 +12,7 @@ import (
 // settingSets are the keys of every command's settings, each read from
 // SVC_<KEY>: a command with settings of its own adds its defaults here, so
 // that its variables are not reported as unknown.
-var settingSets = []map[string]any{serveDefaults, clientDefaults, connectorDefaults}
+var settingSets = []map[string]any{serveDefaults, clientDefaults, connectorDefaults, tlsDefaults, retentionDefaults}
 
 // otherVariables are SVC_* variables read by the scripts, the tests or the
 // in-process LiteLLM module (connector/python), not by svc.
