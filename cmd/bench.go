@@ -33,6 +33,7 @@ type benchParams struct {
 	procs             int // GOMAXPROCS of the load generator; 0 keeps Go's default
 	opaRuns           int
 	opaBin, policyDir string
+	wrkBin            string // drive the load with this wrk; "" for the built-in client
 }
 
 func newBenchCommand() *cobra.Command {
@@ -78,11 +79,13 @@ func newBenchCommand() *cobra.Command {
 		"comma-separated `counts` of concurrent clients, one run for each")
 	f.DurationVar(&p.duration, "duration", 10*time.Second, "length of each run")
 	f.IntVar(&p.sessions, "sessions", 1000, "`n` agent sessions the envelopes are spread over")
-	f.IntVar(&p.pid, "pid", 0, "`pid` of svc serve, to report its resident memory (Linux)")
+	f.IntVar(&p.pid, "pid", 0, "`pid` of svc serve, to report its resident memory and the CPU it and its children use (Linux)")
 	f.IntVar(&p.procs, "procs", 1, "GOMAXPROCS `n` of the load generator: 1 leaves the other CPUs to an engine on the\n"+
 		"same machine; 0 keeps Go's default")
 	f.IntVar(&p.opaRuns, "opa-runs", 0, "`n` runs of a bare opa eval, the baseline, at each concurrency; 0 skips it")
 	f.StringVar(&p.opaBin, "opa-bin", "opa", "opa binary of the baseline: a `path`, or a name looked up on PATH")
+	f.StringVar(&p.wrkBin, "wrk", "", "drive the load with wrk at this `path` (or name on PATH) instead of the built-in\n"+
+		"client; runs are whole seconds, and the requests in flight when each wrk run ends go uncounted")
 	f.StringVar(&p.policyDir, "policy-dir", "", "policy pack `dir`ectory of the baseline (default: the bundled pack)")
 	return c
 }
@@ -104,22 +107,25 @@ func (p *benchParams) validate() error {
 
 func runBench(ctx context.Context, p benchParams, w io.Writer) error {
 	fmt.Fprintf(w, "svc bench: %s, %s per run, %d sessions\n\n", redactURL(p.url), p.duration, p.sessions)
-	fmt.Fprintf(w, "%-8s %5s %9s %10s %9s %9s %9s %6s %9s %6s %6s %9s\n", "mode", "conc", "decisions",
-		"decided/s", "p50", "p90", "p99", "allow", "approval", "deny", "errors", "max RSS")
-	b, err := newBenchClient(p)
+	fmt.Fprintf(w, "%-8s %5s %9s %10s %9s %9s %9s %6s %9s %6s %6s %9s %7s %7s %7s\n", "mode", "conc", "decisions",
+		"decided/s", "p50", "p90", "p99", "allow", "approval", "deny", "errors", "max RSS", "svc-cpu", "opa-cpu", "gen-cpu")
+	b, err := newBenchRunner(p)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = b.Close() }()
-	answered := 0
+	answered, inFlight := 0, 0
 	for i, n := range p.concurrency {
 		r, err := b.run(ctx, n, fmt.Sprintf("r%d-%d", i, time.Now().UnixNano()))
 		if err != nil {
 			return err
 		}
 		answered += r.answered
+		inFlight += r.inFlight
 		benchRow(w, p.label, n, r)
 	}
+	fmt.Fprintln(w, "\n(svc-cpu, opa-cpu, gen-cpu: CPU time per decision in µs of the engine at --pid, of its child\n"+
+		"processes (its opa), and of the load generator; n/a without --pid)")
 	if p.pid > 0 {
 		fmt.Fprintf(w, "\nsvc serve peak RSS (VmHWM): %s\n", kib(procStatusKB(p.pid, "VmHWM")))
 	}
@@ -128,16 +134,34 @@ func runBench(ctx context.Context, p benchParams, w io.Writer) error {
 			return err
 		}
 	}
+	if p.wrkBin != "" {
+		// The audit log holds from answered to answered + inFlight decisions.
+		fmt.Fprintf(w, "\nin flight when wrk stopped: up to %d\n", inFlight)
+	}
 	fmt.Fprintf(w, "\nanswered %d\n", answered)
 	return nil
 }
 
+// benchRunner runs the load at one concurrency: the built-in client or wrk.
+type benchRunner interface {
+	run(ctx context.Context, n int, run string) (benchResult, error)
+	Close() error
+}
+
+// newBenchRunner returns wrk's runner with --wrk, else the built-in client.
+func newBenchRunner(p benchParams) (benchRunner, error) {
+	if p.wrkBin != "" {
+		return newWrkRunner(p)
+	}
+	return newBenchClient(p)
+}
+
 // benchRow prints the figures of one run as a row of the table.
 func benchRow(w io.Writer, label string, n int, r benchResult) {
-	fmt.Fprintf(w, "%-8s %5d %9d %10.0f %9s %9s %9s %6d %9d %6d %6d %9s\n", label, n, len(r.latencies),
-		float64(len(r.latencies))/r.elapsed.Seconds(), pct(r.latencies, 0.50), pct(r.latencies, 0.90),
-		pct(r.latencies, 0.99), r.verdicts[engine.Allow], r.verdicts[engine.RequireApproval],
-		r.verdicts[engine.Deny], r.errors, kib(r.maxRSS))
+	fmt.Fprintf(w, "%-8s %5d %9d %10.0f %9s %9s %9s %6d %9d %6d %6d %9s %7s %7s %7s\n", label, n, r.decisions(),
+		float64(r.decisions())/r.elapsed.Seconds(), r.quantile(0), r.quantile(1), r.quantile(2), r.verdicts[engine.Allow], r.verdicts[engine.RequireApproval],
+		r.verdicts[engine.Deny], r.errors, kib(r.maxRSS), cpuCell(r.cpu.engine, r.cpu.ok),
+		cpuCell(r.cpu.children, r.cpu.ok), cpuCell(r.cpu.generator, r.cpu.generatorOK))
 }
 
 // benchResult is one run's figures; latencies are sorted.
@@ -149,6 +173,27 @@ type benchResult struct {
 	lastErr   error // the last of the errors, to explain a run without answers
 	answered  int   // decisions answered, warm-up included
 	maxRSS    int64 // KiB, -1 when unknown
+	cpu       cpuPerDecision
+	// From wrk, which gives counts and percentiles rather than latencies:
+	count     int
+	quantiles *[3]time.Duration // p50, p90, p99
+	inFlight  int               // requests wrk may have dropped unanswered at its end
+}
+
+// decisions is the number of timed decisions.
+func (r benchResult) decisions() int {
+	if r.quantiles != nil {
+		return r.count
+	}
+	return len(r.latencies)
+}
+
+// quantile returns p50, p90 or p99 (i 0, 1, 2).
+func (r benchResult) quantile(i int) time.Duration {
+	if r.quantiles != nil {
+		return r.quantiles[i]
+	}
+	return pct(r.latencies, []float64{0.50, 0.90, 0.99}[i])
 }
 
 // benchClient drives the engine: over raw keep-alive connections, one per
@@ -215,10 +260,20 @@ func (b *benchClient) run(ctx context.Context, n int, run string) (benchResult, 
 	if err != nil {
 		return benchResult{}, err
 	}
-	rss := sampleRSS(b.p.pid)
-	r, err := b.drive(ctx, n, run, b.p.duration)
-	r.maxRSS = rss.stop()
+	r, err := measured(b.p.pid, func() (benchResult, error) { return b.drive(ctx, n, run, b.p.duration) })
 	r.answered += warm.answered
+	return r, err
+}
+
+// measured runs a timed run, sampling the resident memory of the engine at
+// pid meanwhile and its CPU, its children's and the generator's before
+// and after.
+func measured(pid int, run func() (benchResult, error)) (benchResult, error) {
+	rss := sampleRSS(pid)
+	before := sampleCPU(pid)
+	r, err := run()
+	r.cpu = perDecision(before, sampleCPU(pid), r.decisions())
+	r.maxRSS = rss.stop()
 	return r, err
 }
 
@@ -377,7 +432,14 @@ func pickKind(rng *rand.Rand) benchKind {
 // is built with appends rather than fmt.Appendf, which boxes every
 // argument and takes twice as long (TestBenchEnvelope holds the format).
 func benchEnvelope(buf []byte, k benchKind, session string, seq, count int) []byte {
-	buf = append(buf, `{"svc_version":"0.2","agent":{"id":"bench-agent","on_behalf_of":"human:bench","session_id":`...)
+	// Each session is its own agent and principal, as the mix's budgets are
+	// per session: agent and principal budgets, and the locks that keep
+	// them, would otherwise make one agent of the whole load.
+	buf = append(buf, `{"svc_version":"0.2","agent":{"id":"bench-`...)
+	buf = append(buf, session...)
+	buf = append(buf, `","on_behalf_of":"human:bench-`...)
+	buf = append(buf, session...)
+	buf = append(buf, `","session_id":`...)
 	buf = strconv.AppendQuote(buf, session)
 	buf = append(buf, `},"action":{"namespace":"db","verb":`...)
 	buf = strconv.AppendQuote(buf, k.verb)

@@ -13,11 +13,78 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// benchHeader is the head of svc bench's table.
+const benchHeader = "mode      conc decisions  decided/s       p50       p90       p99  allow  approval   deny " +
+	"errors   max RSS svc-cpu opa-cpu gen-cpu"
+
 // TestBenchE2E drives a real engine (opa server mode, with a token) with
 // `svc bench`: every request is answered, the table has one row per
-// concurrency, the baseline of bare `opa eval` runs one row per concurrency
-// too, and the audit log holds exactly the answered decisions.
+// concurrency with the CPU per decision of svc, its opa and the generator,
+// the baseline of bare `opa eval` runs one row per concurrency too, and the
+// audit log holds exactly the answered decisions.
 func TestBenchE2E(t *testing.T) {
+	url, env, out := benchE2E(t, "--opa-runs", "3")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Equal(t, "svc bench: "+url+", 1s per run, 20 sessions", lines[0])
+	require.Equal(t, benchHeader, lines[2])
+	total := 0
+	for i, conc := range []string{"1", "4"} {
+		f := benchFields(t, lines[3+i], "server", conc)
+		assert.Equal(t, "0", f[10], "errors: %s", lines[3+i])
+		assert.NotEqual(t, "n/a", f[11], "RSS of --pid")
+		total += benchDecisions(t, f)
+		assertCPUColumns(t, f)
+	}
+	base := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "baseline: bare `opa eval`") })
+	require.Positive(t, base, "%s", out)
+	assert.Contains(t, lines[base], "3 runs per concurrency")
+	for i, want := range [][]string{{"opa-eval", "1", "3"}, {"opa-eval", "4", "8"}} { // at least 2 per client
+		f := strings.Fields(lines[base+1+i])
+		require.Len(t, f, 15, lines[base+1+i])
+		assert.Equal(t, want, f[:3])
+		assert.Equal(t, []string{want[2], "0", "0", "0", "n/a", "n/a", "n/a", "n/a"}, f[7:],
+			"every run a read, allowed: %s", lines[base+1+i])
+		p50, err := time.ParseDuration(f[4])
+		require.NoError(t, err)
+		assert.Greater(t, p50, time.Millisecond, "a process start per run")
+	}
+	answered := benchAnswered(t, lines)
+	assert.Greater(t, answered, total, "the warm-ups are answered too")
+	assert.Equal(t, answered, auditDecisionCount(t, env["SVC_AUDIT_LOG"]), "answered = decisions in the audit log")
+}
+
+// TestBenchWrkE2E drives a real engine with `svc bench --wrk`: wrk posts
+// the envelope mix, the rows count verdicts and CPU per decision, and the
+// audit log holds the answered decisions plus at most those wrk left in
+// flight when it stopped.
+func TestBenchWrkE2E(t *testing.T) {
+	_, env, out := benchE2E(t, "--wrk", requireWrk(t))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Equal(t, benchHeader, lines[2])
+	total := 0
+	for i, conc := range []string{"1", "4"} {
+		f := benchFields(t, lines[3+i], "server", conc)
+		total += benchDecisions(t, f)
+		assertCPUColumns(t, f)
+	}
+	flight := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "in flight when wrk stopped: up to ") })
+	require.Positive(t, flight, "%s", out)
+	inFlight, err := strconv.Atoi(strings.TrimPrefix(lines[flight], "in flight when wrk stopped: up to "))
+	require.NoError(t, err)
+	assert.Equal(t, 2*(1+4), inFlight, "a warm-up and a run per concurrency")
+	answered := benchAnswered(t, lines)
+	assert.Greater(t, answered, total, "the warm-ups are answered too")
+	decisions := auditDecisionCount(t, env["SVC_AUDIT_LOG"])
+	assert.GreaterOrEqual(t, decisions, answered, "every answer is in the audit log")
+	assert.LessOrEqual(t, decisions, answered+inFlight, "only the requests left in flight are uncounted")
+}
+
+// benchE2E runs `svc bench` with extra flags, at concurrency 1 and 4 for 1 s
+// each over 20 sessions, against a real engine (opa server mode, with a
+// token) that it stops afterwards; it returns the engine's URL, its
+// environment and the output.
+func benchE2E(t *testing.T, extra ...string) (string, map[string]string, string) {
+	t.Helper()
 	env := baseEnv(t)
 	env["SVC_OPA_MODE"] = "server"
 	env["SVC_AUTH_TOKEN"] = "bench-token"
@@ -25,57 +92,84 @@ func TestBenchE2E(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, svcBin, "bench", "--url", p.URL, "--token", "bench-token", "--label", "server",
-		"--concurrency", "1,4", "--duration", "1s", "--sessions", "20", "--opa-runs", "3")
+	args := []string{"bench", "--url", p.URL, "--token", "bench-token", "--label", "server", "--concurrency", "1,4",
+		"--duration", "1s", "--sessions", "20", "--pid", strconv.Itoa(p.cmd.Process.Pid)}
+	cmd := exec.CommandContext(ctx, svcBin, append(args, extra...)...)
 	cmd.Env = environ(nil)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	p.stop(t)
+	return p.URL, env, string(out)
+}
 
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Equal(t, "svc bench: "+p.URL+", 1s per run, 20 sessions", lines[0])
-	require.Equal(t, "mode      conc decisions  decided/s       p50       p90       p99  allow  approval   deny "+
-		"errors   max RSS", lines[2])
-	total := 0
-	for i, conc := range []string{"1", "4"} {
-		f := strings.Fields(lines[3+i])
-		require.Len(t, f, 12, lines[3+i])
-		assert.Equal(t, []string{"server", conc}, f[:2])
-		decisions, _ := strconv.Atoi(f[2])
-		allow, _ := strconv.Atoi(f[7])
-		approval, _ := strconv.Atoi(f[8])
-		deny, _ := strconv.Atoi(f[9])
-		assert.Positive(t, allow, lines[3+i])
-		assert.Positive(t, deny, lines[3+i])
-		assert.Equal(t, decisions, allow+approval+deny, lines[3+i])
-		assert.Equal(t, "0", f[10], "errors: %s", lines[3+i])
-		assert.Equal(t, "n/a", f[11])
-		total += decisions
+// benchFields splits a row of the table and checks its mode, concurrency
+// and verdicts: reads allowed, systemic deletes (5 % of the mix) denied
+// when the row has enough decisions to draw one near certainly (a loaded
+// machine under -race may answer only a dozen in a second), and the
+// verdicts adding up to the decisions.
+func benchFields(t *testing.T, line, mode, conc string) []string {
+	t.Helper()
+	f := strings.Fields(line)
+	require.Len(t, f, 15, line)
+	assert.Equal(t, []string{mode, conc}, f[:2])
+	allow, _ := strconv.Atoi(f[7])
+	approval, _ := strconv.Atoi(f[8])
+	deny, _ := strconv.Atoi(f[9])
+	assert.Positive(t, allow, line)
+	if benchDecisions(t, f) >= 300 { // no deny in 300 draws: 0.95^300 ≈ 2e-7
+		assert.Positive(t, deny, line)
 	}
-	base := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "baseline: bare `opa eval`") })
-	require.Positive(t, base, "%s", out)
-	assert.Contains(t, lines[base], "3 runs per concurrency")
-	for i, want := range [][]string{{"opa-eval", "1", "3"}, {"opa-eval", "4", "8"}} { // at least 2 per client
-		f := strings.Fields(lines[base+1+i])
-		require.Len(t, f, 12, lines[base+1+i])
-		assert.Equal(t, want, f[:3])
-		assert.Equal(t, []string{want[2], "0", "0", "0", "n/a"}, f[7:], "every run a read, allowed: %s", lines[base+1+i])
-		p50, err := time.ParseDuration(f[4])
-		require.NoError(t, err)
-		assert.Greater(t, p50, time.Millisecond, "a process start per run")
+	assert.Equal(t, benchDecisions(t, f), allow+approval+deny, line)
+	return f
+}
+
+// benchDecisions is the decisions column of a row.
+func benchDecisions(t *testing.T, f []string) int {
+	t.Helper()
+	n, err := strconv.Atoi(f[2])
+	require.NoError(t, err)
+	return n
+}
+
+// assertCPUColumns checks that a row reports CPU per decision of the
+// engine and of its opa (a decision in server mode costs both some) and of
+// the generator, in whole µs.
+func assertCPUColumns(t *testing.T, f []string) {
+	t.Helper()
+	for i, who := range []string{"svc", "opa", "generator"} {
+		us, err := strconv.Atoi(f[12+i])
+		require.NoError(t, err, "%s CPU: %v", who, f)
+		if who != "generator" { // wrk's can round to 0 µs; svc's and opa's cannot
+			assert.Positive(t, us, "%s CPU per decision: %v", who, f)
+		}
 	}
+}
+
+// benchAnswered reads the last line, `answered N`.
+func benchAnswered(t *testing.T, lines []string) int {
+	t.Helper()
 	last := strings.Fields(lines[len(lines)-1])
 	require.Len(t, last, 2)
 	require.Equal(t, "answered", last[0])
 	answered, err := strconv.Atoi(last[1])
 	require.NoError(t, err)
-	assert.Greater(t, answered, total, "the warm-ups are answered too")
+	return answered
+}
 
-	decisions := 0
-	for _, rec := range auditLines(t, env["SVC_AUDIT_LOG"]) {
-		if rec["event"] == "decision" {
-			decisions++
-		}
+// auditDecisionCount counts the decision lines of an audit log.
+func auditDecisionCount(t *testing.T, path string) int {
+	t.Helper()
+	n := 0
+	for _, lines := range auditDecisions(t, path) {
+		n += lines
 	}
-	assert.Equal(t, answered, decisions, "answered = decisions in the audit log")
+	return n
+}
+
+// requireWrk returns wrk's path, failing the test when it is missing.
+func requireWrk(t *testing.T) string {
+	t.Helper()
+	wrk, err := exec.LookPath("wrk")
+	require.NoError(t, err, "wrk is missing: run scripts/install-test-deps")
+	return wrk
 }

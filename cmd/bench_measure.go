@@ -3,7 +3,6 @@ package cmd
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -113,7 +112,8 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench: sample envelope: %w", err)
 	}
-	input, err := json.Marshal(engine.PolicyInput{Envelope: env, Cumulative: engine.Cumulative{WindowSeconds: 3600}})
+	// The engine's own input document: the policy reads the action's words.
+	input, err := engine.PolicyInputOf(env, engine.Cumulative{WindowSeconds: 3600}, false)
 	if err != nil {
 		return fmt.Errorf("bench: sample input: %w", err)
 	}

@@ -66,12 +66,12 @@ func TestBenchEnvelope(t *testing.T) {
 	for _, k := range benchMix {
 		for _, seq := range []int{0, 7, 149} {
 			session := fmt.Sprintf("r1-1763700000000000000w-%d", seq*3)
-			want := fmt.Sprintf(`{"svc_version":"0.2","agent":{"id":"bench-agent","on_behalf_of":"human:bench",`+
+			want := fmt.Sprintf(`{"svc_version":"0.2","agent":{"id":"bench-%s","on_behalf_of":"human:bench-%s",`+
 				`"session_id":%q},"action":{"namespace":"db","verb":%q,"ability":"db/%s"},"target":{"kind":"table",`+
 				`"ref":"bench.t%d","environment":%q},"params":{"seq":%d},"magnitude":{"count":%d},"axes":{`+
 				`"reversibility":%q,"blast_radius":%q,"externality":%q},"approval":{"present":false,"hold_id":null},`+
 				`"context":{},"meta":{"timestamp":"2026-01-01T00:00:00Z","nonce":"%s-%d","signature":"stub"}}`,
-				session, k.verb, k.verb, seq%50, k.environment, seq, k.maxCount,
+				session, session, session, k.verb, k.verb, seq%50, k.environment, seq, k.maxCount,
 				k.reversibility, k.blast, k.ext, session, seq)
 			got := benchEnvelope([]byte("old"), k, session, seq, k.maxCount)
 			require.Equal(t, "old"+want, string(got))
@@ -137,7 +137,7 @@ func TestFlagPlaceholders(t *testing.T) {
 		want map[string]string
 	}{
 		{newBenchCommand(), map[string]string{
-			"url": "URL", "token": "token", "label": "label", "concurrency": "counts", "duration": "duration",
+			"url": "URL", "token": "token", "label": "label", "wrk": "path", "concurrency": "counts", "duration": "duration",
 			"sessions": "n", "pid": "pid", "procs": "n", "opa-runs": "n", "opa-bin": "path", "policy-dir": "dir",
 		}},
 		{newDecideCommand(), map[string]string{"file": "path"}},

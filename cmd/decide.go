@@ -26,8 +26,10 @@ const (
 )
 
 // decideHelp is the exit-code paragraph of `svc decide --help`.
-const decideHelp = "Exit code: 0 allow, 1 deny, 2 require_approval, 3 engine unreachable, error or unusable answer\n" +
-	"(treat as deny), 64 usage error (unknown flag, an argument without -f: nothing was asked)."
+var decideHelp = "Exit code: 0 allow, 1 deny (also an allow or require_approval carrying an obligation outside\n" +
+	"the documented set: " + strings.Join(engine.KnownObligations, ", ") + "), 2 require_approval, 3 engine unreachable,\n" +
+	"error or unusable answer (treat as deny), 64 usage error (unknown flag, an argument without -f: nothing was asked).\n" +
+	"The obligations of an allow are printed: the caller honours them."
 
 func newDecideCommand() *cobra.Command {
 	var file string
@@ -70,6 +72,12 @@ func runDecide(c *cobra.Command, file string) error {
 	refused := status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge
 	if err != nil && !(refused && d.Decision == engine.Deny) {
 		return &exitError{code: exitUnreachable, err: err}
+	}
+	if unknown := engine.UnknownObligations(d.Obligations); len(unknown) > 0 && d.Decision != engine.Deny {
+		// An obligation svc decide cannot honour: the action must not run
+		// (spec: unknown obligation → fail closed).
+		return &exitError{code: exitDeny, err: fmt.Errorf("refused (fail closed): the %s decision carries obligations svc decide does not understand: %s",
+			d.Decision, strings.Join(unknown, ", "))}
 	}
 	switch d.Decision {
 	case engine.Allow:

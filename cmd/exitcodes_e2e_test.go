@@ -22,7 +22,8 @@ func TestExitCodesPerSubcommand(t *testing.T) {
 	noEngine := map[string]string{"SVC_CORE_URL": "http://127.0.0.1:1"}
 	for _, sub := range [][]string{{"serve"}, {"decide"}, {"holds"}, {"holds", "list"}, {"holds", "show"},
 		{"holds", "approve"}, {"holds", "reject"}, {"holds", "resolve"}, {"freeze"}, {"bench"},
-		{"connector"}, {"connector", "ledger"}, {"version"}, {"config", "check"}, {"healthcheck"}} {
+		{"connector"}, {"connector", "ledger"}, {"replay"}, {"policy"}, {"policy", "test"}, {"version"}, {"config", "check"},
+		{"healthcheck"}} {
 		name := strings.Join(sub, " ")
 		r := runSvc(t, noEngine, nil, append(sub, "--help")...)
 		assert.Equal(t, 0, r.code, name)
@@ -48,6 +49,9 @@ func TestExitCodesPerSubcommand(t *testing.T) {
 		{[]string{"bogus"}, `unknown command "bogus"`},
 		{[]string{"serve", "extra"}, `got "extra"`},
 		{[]string{"bench", "--concurrency", "0"}, "--concurrency"},
+		{[]string{"replay"}, "--audit is required"},
+		{[]string{"replay", "--audit", "audit.jsonl", "-o", "yaml"}, "-o must be table or json"},
+		{[]string{"policy", "bogus"}, `got "bogus"`},
 	} {
 		r := runSvc(t, noEngine, nil, tt.args...)
 		assert.Equal(t, exitUsage, r.code, "%v: %s", tt.args, r.output())

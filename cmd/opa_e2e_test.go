@@ -124,13 +124,22 @@ func modeSequence() []modeStep {
 		{"svc.policy/default_allow", prod("delete", "recoverable", "systemic")},
 	}
 	budget := func(session, verb, ext string, count int) map[string]any {
-		return map[string]any{"agent.session_id": session, "action.verb": verb, "axes.externality": ext, "magnitude.count": count}
+		return map[string]any{"agent.session_id": session, "agent.id": "agent-" + session, "agent.on_behalf_of": "human:" + session,
+			"action.verb": verb, "axes.externality": ext, "magnitude.count": count}
+	}
+	pay := func(amount any) map[string]any {
+		return map[string]any{"agent.session_id": "b-pay", "agent.id": "agent-b-pay", "action.verb": "transfer",
+			"params": map[string]any{"amount": amount, "currency": "EUR"}}
 	}
 	for range 4 {
 		seq = append(seq, modeStep{"svc.policy/default_allow", budget("b-del", "delete", "internal", 5)})
 	}
 	seq = append(seq, modeStep{"svc.policy/session_delete_budget", budget("b-del", "delete", "internal", 1)},
 		modeStep{"svc.policy/default_allow", budget("b-del", "update", "internal", 5)},
+		modeStep{"svc.policy/agent_delete_budget", map[string]any{"agent.session_id": "b-del-2", "agent.id": "agent-b-del",
+			"action.verb": "delete", "magnitude.count": 1}},
+		modeStep{"svc.policy/default_allow", pay("4000.00")},
+		modeStep{"svc.policy/session_money_budget", pay("1000.0001")},
 		modeStep{"svc.policy/default_allow", budget("b-send", "emit", "outbound", 25)},
 		modeStep{"svc.policy/default_allow", budget("b-send", "emit", "outbound", 25)},
 		modeStep{"svc.policy/cumulative_budget", budget("b-send", "emit", "outbound", 1)},
@@ -191,7 +200,8 @@ func TestOPAModesAgree(t *testing.T) {
 		})
 	}
 	for _, rule := range []string{"default_allow", "read_only_internal", "frozen", "irreversible_systemic_prod",
-		"irreversible_broad_prod", "session_delete_budget", "cumulative_budget", "invalid_thresholds"} {
+		"irreversible_broad_prod", "session_delete_budget", "cumulative_budget", "invalid_thresholds",
+		"agent_delete_budget", "session_money_budget"} {
 		assert.True(t, seen["svc.policy/"+rule], "no modeStep hit %s", rule)
 	}
 }

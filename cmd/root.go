@@ -117,6 +117,8 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newFreezeCommand(),
 		newBenchCommand(),
 		newConnectorCommand(),
+		newReplayCommand(),
+		newPolicyCommand(),
 		newHealthcheckCommand(),
 		newConfigCommand(),
 		newMigrateCommand(),

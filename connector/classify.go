@@ -170,14 +170,27 @@ func parseArguments(s string) (map[string]any, bool) {
 // lookupArg is the value of the first argument, in name order, whose
 // canonical name is one of names.
 func lookupArg(params map[string]any, names []string) (any, bool) {
-	keys := make([]string, 0, len(params))
+	return argNamesOf(params).lookup(params, names)
+}
+
+// argNames are the names of a call's arguments in name order, each with
+// its canonical name, canonicalised once for several lookups.
+type argNames []struct{ name, canonical string }
+
+func argNamesOf(params map[string]any) argNames {
+	out := make(argNames, 0, len(params))
 	for k := range params {
-		keys = append(keys, k)
+		out = append(out, struct{ name, canonical string }{k, CanonicalTool(k)})
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if slices.Contains(names, CanonicalTool(k)) {
-			return params[k], true
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// lookup is lookupArg over these names.
+func (a argNames) lookup(params map[string]any, names []string) (any, bool) {
+	for _, n := range a {
+		if slices.Contains(names, n.canonical) {
+			return params[n.name], true
 		}
 	}
 	return nil, false
@@ -256,8 +269,9 @@ func argEnvironment(params map[string]any) string {
 // argRef is the target reference an argument names: a scalar, as a string
 // of at most maxRefBytes, else its digest.
 func argRef(params map[string]any) string {
+	names := argNamesOf(params)
 	for _, n := range refArgs {
-		if v, ok := lookupArg(params, []string{n}); ok {
+		if v, ok := names.lookup(params, []string{n}); ok {
 			return refOf(v)
 		}
 	}

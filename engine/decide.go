@@ -48,14 +48,20 @@ type outcome struct {
 	created  *Hold   // hold created by this decision, stored by its commit
 	redeemed *Hold   // hold consumed by this decision, as its commit leaves it
 	charge   *Charge // charge of an allow, committed with its audit record
+	// policy is the policy's own verdict and input the document it was
+	// asked about, for the audit record (replay); nil when the decision
+	// failed before the policy answered.
+	policy *Verdict
+	input  json.RawMessage
 }
 
 // Decide runs the pipeline for one envelope and returns the decision and
 // its HTTP status: 200, or 500 with a deny when the decision path failed.
 // The decision is on record (audit, and the charge of an allow) before
-// Decide returns. The session's lock is held from reading its totals until
-// that record is committed, so no concurrent decision of the session can
-// read totals that miss a charge already granted.
+// Decide returns. The locks of its session, agent and principal are held
+// from reading their totals until that record is committed, so no
+// concurrent decision of any of them can read totals that miss a charge
+// already granted.
 func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 	env := req.Envelope
 	if req.Received.IsZero() {
@@ -111,15 +117,15 @@ func (e *Engine) deadline(req Request) time.Time {
 	return req.Received.Add(e.cfg.Deadline)
 }
 
-// prepare hashes the envelope and takes its session's lock, waiting until
-// deadline at most, and returns the lock's release.
+// prepare hashes the envelope and takes the locks of its session, agent
+// and principal, waiting until deadline at most, and returns their release.
 func (e *Engine) prepare(req Request, out *outcome, deadline time.Time) (func(), error) {
 	hash, err := req.Envelope.Hash()
 	if err != nil {
 		return nil, internalFault("envelope hash failed", err)
 	}
 	out.EnvelopeHash = hash
-	release, err := e.locks.lock(req.Envelope.Agent.SessionID, deadline)
+	release, err := e.locks.lockAll(budgetKeysOf(req.Envelope).lockNames(), deadline)
 	if err != nil {
 		return nil, internalFault("decision not evaluated in time", err)
 	}
@@ -176,9 +182,12 @@ func (e *Engine) recordDegraded(ctx context.Context, ev DecisionEvent, cause err
 // commit puts the decision on record: its audit records, its charge and its
 // hold write, in one Journal commit.
 func (e *Engine) commit(ctx context.Context, req Request, out *outcome) (DecisionEvent, error) {
+	if out.Decision.Decision == Deny {
+		out.Obligations = []string{} // a deny has nothing to honour
+	}
 	ev := e.decisionEvent(req.Envelope, req, out)
 	err := e.deps.Recorder.Commit(ctx, Entry{
-		Records: append([]AuditRecord{{Kind: EventDecision, Body: ev}}, e.holdRecords(out)...),
+		Records: append([]AuditRecord{{Kind: EventDecision, Body: auditedDecision(ev, out)}}, e.holdRecords(out)...),
 		Charge:  out.charge, Create: out.created, Consume: consumptionOf(out.redeemed),
 	})
 	return ev, err
@@ -249,6 +258,7 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 	e.logLimit.Event("failed closed "+f.rule, e.deps.Logger.Error()).Err(err).Str("decision_id", out.DecisionID).
 		Str("rule", f.rule).Msg("decision failed closed")
 	out.Decision.Decision, out.Rule, out.Reason = Deny, f.rule, f.reason+"; denied (fail closed)"
+	out.Obligations = []string{}
 	out.HoldID, out.ExpiresTS, out.ParentDecisionID, out.HoldReused = "", "", "", false
 	out.created, out.redeemed, out.charge = nil, nil, nil
 	return http.StatusInternalServerError
@@ -257,11 +267,15 @@ func (e *Engine) failClosed(out *outcome, err error) int {
 func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 	env := req.Envelope
 	now := e.deps.Now()
-	v, err := e.evaluate(ctx, env, now)
+	v, input, err := e.evaluate(ctx, env, now)
 	if err != nil {
 		return err
 	}
+	out.policy, out.input = &v, input
 	out.Decision.Decision, out.Rule, out.Reason = v.Decision, v.Rule, v.Reason
+	if len(v.Obligations) > 0 {
+		out.Obligations = v.Obligations
+	}
 	if v.Decision == RequireApproval && e.cfg.Terminal(v.Rule) {
 		out.Decision.Decision = Deny
 		out.Reason = v.Reason + "; denied: rule " + v.Rule + " is terminal, no approval can lift it"
@@ -278,20 +292,16 @@ func (e *Engine) decide(ctx context.Context, req Request, out *outcome) error {
 	return nil
 }
 
-func (e *Engine) evaluate(ctx context.Context, env *envelope.Envelope, now time.Time) (Verdict, error) {
-	totals, err := e.deps.Budgets.Totals(ctx, env.Agent.SessionID, now.Add(-e.cfg.Window))
+// evaluate asks the policy about env and returns its verdict and the input
+// document it was asked about.
+func (e *Engine) evaluate(ctx context.Context, env *envelope.Envelope, now time.Time) (Verdict, json.RawMessage, error) {
+	cumulative, err := e.cumulative(ctx, budgetKeysOf(env), now.Add(-e.cfg.Window))
 	if err != nil {
-		return Verdict{}, internalFault("session ledger unavailable", err)
+		return Verdict{}, nil, internalFault("budget ledger unavailable", err)
 	}
-	policyEnv := *env
-	policyEnv.Extra = nil // unknown fields never influence a decision
-	input, err := json.Marshal(PolicyInput{
-		Envelope:   &policyEnv,
-		Cumulative: Cumulative{WindowSeconds: int64(e.cfg.Window / time.Second), Totals: totals},
-		Frozen:     e.Frozen(),
-	})
+	input, err := PolicyInputOf(env, cumulative, e.Frozen())
 	if err != nil {
-		return Verdict{}, internalFault("policy input could not be built", err)
+		return Verdict{}, nil, internalFault("policy input could not be built", err)
 	}
 	start := time.Now()
 	v, err := e.deps.Evaluator.Evaluate(ctx, input)
@@ -302,28 +312,9 @@ func (e *Engine) evaluate(ctx context.Context, env *envelope.Envelope, now time.
 	}
 	e.deps.Observer.Evaluated(time.Since(start), err)
 	if err != nil {
-		return Verdict{}, err
+		return Verdict{}, nil, err
 	}
-	return v, nil
-}
-
-// ChargeOf is what an allowed envelope adds to its session's totals.
-func ChargeOf(env *envelope.Envelope) Totals {
-	n := env.Magnitude.Count
-	t := Totals{Objects: n}
-	if env.Action.Verb == "delete" {
-		t.Deletes = n
-	}
-	if env.Axes.Externality == "outbound" {
-		t.ExternalSends = n
-	}
-	return t
-}
-
-// charge books what an allow costs; the charge is committed with the
-// decision's audit records (Journal.Commit), under the session's lock.
-func (e *Engine) charge(env *envelope.Envelope, out *outcome, now time.Time) {
-	out.charge = &Charge{SessionID: env.Agent.SessionID, DecisionID: out.DecisionID, At: now, Totals: ChargeOf(env)}
+	return v, input, nil
 }
 
 // holdFor gives a require_approval its hold: the live hold of an identical

@@ -116,9 +116,9 @@ func (p *pipeline) decideStatus(t *testing.T, session, verb string, count int, e
 
 func (p *pipeline) totals(t *testing.T, session string) engine.Totals {
 	t.Helper()
-	got, err := p.budgets.Totals(context.Background(), session, time.Now().Add(-time.Hour))
+	got, err := p.budgets.Usage(context.Background(), engine.ScopeSession, session, time.Now().Add(-time.Hour))
 	require.NoError(t, err)
-	return got
+	return got.Totals
 }
 
 // An allow's charge rides in its audit commit: an allow whose record cannot

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/svc-dev/svc/engine/envelope"
+import (
+	"encoding/json"
+
+	"github.com/svc-dev/svc/engine/envelope"
+)
 
 // DecisionEvent is the record of one decision: the audit line (kind
 // "decision") and the body of the syslog decision event (spec §6.2). Optional
@@ -32,6 +36,27 @@ type DecisionEvent struct {
 	ParentDecisionID  string        `json:"parent_decision_id,omitempty"`
 	Traceparent       string        `json:"traceparent,omitempty"`
 	Gate              string        `json:"gate,omitempty"`
+	// Obligations the adapter must honour; omitted when none.
+	Obligations []string `json:"obligations,omitempty"`
+	// ShadowVerdict, ShadowRule and ShadowReason are what the policy's
+	// observed rules would have answered (docs/policy.md, "Observed
+	// rules"): recorded and exported, not enforced; omitted when they
+	// change nothing.
+	ShadowVerdict string `json:"shadow_verdict,omitempty"`
+	ShadowRule    string `json:"shadow_rule,omitempty"`
+	ShadowReason  string `json:"shadow_reason,omitempty"`
+}
+
+// AuditedDecision is the audit record of a decision: its decision event
+// and, when the policy answered, what svc replay needs to ask a candidate
+// pack the same question (docs/events.md): the policy's own verdict,
+// before the engine's approval and terminal-rule handling, and the exact
+// policy input document, with the budgets the decision saw.
+type AuditedDecision struct {
+	DecisionEvent
+	PolicyDecision string          `json:"policy_decision,omitempty"`
+	PolicyRule     string          `json:"policy_rule,omitempty"`
+	PolicyInput    json.RawMessage `json:"policy_input,omitempty"`
 }
 
 // Event types of the export feed and the audit log.

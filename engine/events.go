@@ -12,7 +12,7 @@ func (e *Engine) decisionEvent(env *envelope.Envelope, req Request, out *outcome
 	if !req.Received.IsZero() {
 		latency = now.Sub(req.Received).Milliseconds()
 	}
-	return DecisionEvent{
+	ev := DecisionEvent{
 		TS: FormatTime(now), Event: EventDecision,
 		Verdict: out.Decision.Decision, RuleID: out.Rule, Reason: out.Reason,
 		Verb: env.Action.Verb, RawVerb: env.Action.RawVerb, Ability: env.Action.Ability,
@@ -22,8 +22,22 @@ func (e *Engine) decisionEvent(env *envelope.Envelope, req Request, out *outcome
 		Mode: env.Mode, DecisionLatencyMS: latency, SvcVersion: e.cfg.Version, EpochMS: now.UnixMilli(),
 		DecisionID: out.DecisionID, EnvelopeHash: out.EnvelopeHash,
 		HoldID: out.HoldID, HoldReused: out.HoldReused, ParentDecisionID: out.ParentDecisionID,
-		Traceparent: env.Traceparent(), Gate: req.Gate,
+		Traceparent: env.Traceparent(), Gate: req.Gate, Obligations: out.Obligations,
 	}
+	if out.policy != nil && out.policy.Shadow != nil {
+		sh := out.policy.Shadow
+		ev.ShadowVerdict, ev.ShadowRule, ev.ShadowReason = sh.Decision, sh.Rule, sh.Reason
+	}
+	return ev
+}
+
+// auditedDecision is the audit record of the decision ev.
+func auditedDecision(ev DecisionEvent, out *outcome) AuditedDecision {
+	rec := AuditedDecision{DecisionEvent: ev, PolicyInput: out.input}
+	if p := out.policy; p != nil {
+		rec.PolicyDecision, rec.PolicyRule = p.Decision, p.Rule
+	}
+	return rec
 }
 
 // HoldEventOf describes a hold for the audit log and webhooks.

@@ -6,13 +6,15 @@ import (
 	"time"
 )
 
-// errSessionBusy is why a decision that waited for its session's lock until
-// its deadline is denied: earlier decisions of the session still run.
-var errSessionBusy = errors.New("earlier decisions of the session were still running at the decision's deadline")
+// errSessionBusy is why a decision that waited for its budget subjects'
+// locks until its deadline is denied: earlier decisions of its session,
+// agent or principal still run.
+var errSessionBusy = errors.New("earlier decisions of the session, agent or principal were still running at the decision's deadline")
 
-// sessionLocks serialises the decisions of one session so that reading its
-// totals, evaluating and charging happen as one step: concurrent requests of
-// a session can never together exceed a budget. Idle locks are dropped.
+// sessionLocks serialises the decisions of one budget subject (a session,
+// an agent, a principal) so that reading its totals, evaluating and
+// charging happen as one step: concurrent requests can never together
+// exceed a budget. Idle locks are dropped.
 type sessionLocks struct {
 	mu    sync.Mutex
 	locks map[string]*sessionLock
@@ -27,6 +29,27 @@ type sessionLock struct {
 
 func newSessionLocks() *sessionLocks {
 	return &sessionLocks{locks: map[string]*sessionLock{}}
+}
+
+// lockAll acquires the locks named, in the order given (callers sort them,
+// so that no two decisions wait for each other), and returns their
+// release. It waits until deadline at most for all of them together.
+func (s *sessionLocks) lockAll(names []string, deadline time.Time) (func(), error) {
+	releases := make([]func(), 0, len(names))
+	releaseAll := func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}
+	for _, name := range names {
+		release, err := s.lock(name, deadline)
+		if err != nil {
+			releaseAll()
+			return nil, err
+		}
+		releases = append(releases, release)
+	}
+	return releaseAll, nil
 }
 
 // lock acquires the session's lock and returns its release function. It

@@ -92,7 +92,8 @@ func probeInput() PolicyInput {
 			Axes:      envelope.Axes{Reversibility: "reversible", BlastRadius: "single", Externality: "internal"},
 			Mode:      envelope.ModeEnforce,
 		},
-		Cumulative: Cumulative{WindowSeconds: 3600},
+		ActionWords: []string{"read", "svc"},
+		Cumulative:  Cumulative{WindowSeconds: 3600},
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -32,10 +35,58 @@ func policyRules(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 	rules := map[string]bool{}
 	for _, r := range regexp.MustCompile(`"(svc\.policy/[a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
-		rules[r[1]] = true
+		if !strings.HasSuffix(r[1], "_") { // svc.policy/sensitive_: a prefix, named by data.json's tables
+			rules[r[1]] = true
+		}
 	}
-	require.Len(t, rules, 9, "policy.rego changed: extend the parity table")
+	require.Len(t, rules, 16, "policy.rego changed: extend the parity table")
+	body, err := fs.ReadFile(rego.Files(), "data.json")
+	require.NoError(t, err)
+	var data struct {
+		Svc struct {
+			Sensitive map[string]any `json:"sensitive"`
+		} `json:"svc"`
+	}
+	require.NoError(t, json.Unmarshal(body, &data))
+	for name := range data.Svc.Sensitive {
+		rules["svc.policy/sensitive_"+name] = true
+	}
+	require.Len(t, rules, 21, "data.json's sensitive tables changed: extend the parity table")
 	return rules
+}
+
+// withMoney sets the envelope's money (none when amount is "": as parsed
+// from params) and the session's and agent's spending, after act.
+func withMoney(amount, currency string, session, agent Usage, act func(*PolicyInput)) func(*PolicyInput) {
+	return func(in *PolicyInput) {
+		act(in)
+		if amount != "" {
+			units, err := strconv.ParseInt(amount, 10, 64) // whole amounts only, here
+			if err != nil {
+				panic(err)
+			}
+			in.Envelope.Money = &envelope.Money{Amount: amount, Units: units * 10_000,
+				Currency: envelope.CanonicalCurrency(currency), RawCurrency: currency}
+		}
+		in.Cumulative.Usage, in.Cumulative.Agent = session, agent
+	}
+}
+
+// withWords sets the action's words, after act.
+func withWords(act func(*PolicyInput), words ...string) func(*PolicyInput) {
+	return func(in *PolicyInput) {
+		act(in)
+		in.ActionWords = words
+	}
+}
+
+// withPrincipal sets the principal's spending, after act.
+func withPrincipal(principal Usage, act func(*PolicyInput)) func(*PolicyInput) {
+	return func(in *PolicyInput) {
+		act(in)
+		in.Envelope.Agent.OnBehalfOf = "human:probe"
+		in.Cumulative.Principal = principal
+	}
 }
 
 // parityCase is one policy input and the rule it must hit.
@@ -73,6 +124,21 @@ func parityCases() []parityCase {
 		{"objects at limit", withPrior(0, 0, 190, false, act("update", "dev", "reversible", "single", "internal", 10)), "svc.policy/default_allow"},
 		{"objects over limit", withPrior(0, 0, 191, false, act("update", "dev", "reversible", "single", "internal", 10)), "svc.policy/cumulative_budget"},
 		{"delete budget first", withPrior(0, 50, 200, false, act("delete", "dev", "reversible", "single", "outbound", 30)), "svc.policy/session_delete_budget"},
+		{"money over limit", withMoney("4000", "EUR", Usage{Money: Amounts{"EUR": 4000_0000}}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/session_money_budget"},
+		{"money without currency", withMoney("1", "", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/session_money_budget"},
+		{"money within limit", withMoney("4000", "EUR", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/default_allow"},
+		{"agent deletes over limit", withMoney("", "", Usage{}, Usage{Totals: Totals{Deletes: 20}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/agent_delete_budget"},
+		{"agent objects over limit", withMoney("", "", Usage{}, Usage{Totals: Totals{Objects: 1000}}, act("update", "dev", "reversible", "single", "internal", 1)), "svc.policy/agent_cumulative_budget"},
+		{"agent money over limit", withMoney("4000", "EUR", Usage{}, Usage{Money: Amounts{"EUR": 7000_0000}}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/agent_money_budget"},
+		{"principal deletes over limit", withPrincipal(Usage{Totals: Totals{Deletes: 40}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/principal_delete_budget"},
+		{"principal sends over limit", withPrincipal(Usage{Totals: Totals{ExternalSends: 200}}, act("emit", "dev", "reversible", "single", "outbound", 1)), "svc.policy/principal_cumulative_budget"},
+		{"principal money over limit", withPrincipal(Usage{Money: Amounts{"EUR": 1_9000_0000}}, withMoney("4000", "EUR", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1))), "svc.policy/principal_money_budget"},
+		{"privilege change", withWords(act("update", "production", "reversible", "single", "internal", 1), "grant", "admin"), "svc.policy/sensitive_privilege"},
+		{"security control change", withWords(act("update", "production", "reversible", "single", "internal", 1), "disable", "mfa"), "svc.policy/sensitive_security_control"},
+		{"credential change", withWords(act("update", "production", "reversible", "single", "internal", 1), "set", "webhook", "endpoint"), "svc.policy/sensitive_credential"},
+		{"payment", withWords(act("update", "production", "reversible", "single", "internal", 1), "create", "payout"), "svc.policy/sensitive_payment"},
+		{"plugin installation", withWords(act("execute", "production", "reversible", "single", "internal", 1), "install", "plugin"), "svc.policy/sensitive_install"},
+		{"privilege change in staging", withWords(act("update", "staging", "reversible", "single", "internal", 1), "grant", "admin"), "svc.policy/default_allow"},
 		{"non-canonical verb", act("drop", "dev", "reversible", "single", "internal", 1), "svc.policy/invalid_input"},
 		{"negative count", act("delete", "dev", "reversible", "single", "internal", -1), "svc.policy/invalid_input"},
 		{"non-canonical env", act("delete", "prod", "reversible", "single", "internal", 1), "svc.policy/invalid_input"},

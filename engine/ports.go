@@ -22,20 +22,60 @@ type Totals struct {
 	Objects       int64 `json:"objects"`
 }
 
-// Charge is what one allowed action adds to its session's totals.
-type Charge struct {
-	SessionID  string
-	DecisionID string
-	At         time.Time
+// Usage is what a budget subject (a session, an agent, a principal) has
+// spent over the rolling window: its counted totals and, per ISO 4217
+// currency, the money it moved in units of 1/10 000 (Money.Units).
+type Usage struct {
 	Totals
+	Money Amounts `json:"money"`
 }
 
-// Budgets reads the per-session ledger of cumulative charges. Charges are
-// written with the decision's audit records (Journal.Commit); the engine
-// serialises the decisions of one session from Totals to that commit, so an
-// implementation needs no locking of its own.
+// Amounts are sums of money per ISO 4217 currency, in units of 1/10 000.
+type Amounts map[string]int64
+
+// MarshalJSON writes no amounts as {}, never null: the policy reads the
+// member as an object.
+func (a Amounts) MarshalJSON() ([]byte, error) {
+	if a == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(map[string]int64(a))
+}
+
+// Scope names whose spending a budget counts.
+type Scope string
+
+// The budget scopes: every charge is counted against its session, its
+// agent and, when it acts for one, its principal (agent.on_behalf_of).
+const (
+	ScopeSession   Scope = "session"
+	ScopeAgent     Scope = "agent"
+	ScopePrincipal Scope = "principal"
+)
+
+// Charge is what one allowed action adds to the totals of its session, its
+// agent and its principal (none when PrincipalID is ""). Amount is in units
+// of 1/10 000 of Currency; 0 (and Currency "") when the action moves no
+// money.
+type Charge struct {
+	SessionID   string
+	AgentID     string
+	PrincipalID string
+	DecisionID  string
+	At          time.Time
+	Totals
+	Currency string
+	Amount   int64
+}
+
+// Budgets reads the ledger of cumulative charges. Charges are written with
+// the decision's audit records (Journal.Commit); the engine serialises the
+// decisions of one session, one agent and one principal from Usage to that
+// commit, so an implementation needs no locking of its own.
 type Budgets interface {
-	Totals(ctx context.Context, sessionID string, since time.Time) (Totals, error)
+	// Usage sums the charges of the subject id of scope made at or after
+	// since.
+	Usage(ctx context.Context, scope Scope, id string, since time.Time) (Usage, error)
 }
 
 // Recorder appends one audit record. It returns only after the record is

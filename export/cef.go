@@ -167,6 +167,8 @@ func cefDecision(d engine.DecisionEvent, sev int) []byte {
 		ext("holdId", d.HoldID).
 		ext("parentDecisionId", d.ParentDecisionID).
 		ext("traceparent", d.Traceparent).
+		ext("shadowVerdict", d.ShadowVerdict).
+		ext("shadowRule", d.ShadowRule).
 		bytes()
 }
 

@@ -44,6 +44,21 @@ func TestCEFNoFieldForgery(t *testing.T) {
 	}
 }
 
+// A decision whose observed rules would have answered otherwise carries
+// their verdict and rule (docs/events.md), in JSON and in CEF.
+func TestShadowFieldsExported(t *testing.T) {
+	d := minimalDecision()
+	d.ShadowVerdict, d.ShadowRule, d.ShadowReason = engine.RequireApproval, "svc.policy/new_rule", "would hold"
+	_, ext, err := parseCEF(string(cefDecision(d, verdictSeverity(d.Verdict))))
+	require.NoError(t, err)
+	assert.Equal(t, expectedExtensions(d), ext)
+	assert.Equal(t, "require_approval", ext["shadowVerdict"])
+	assert.Equal(t, "svc.policy/new_rule", ext["shadowRule"])
+	body, err := marshalASCII(d)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"shadow_verdict":"require_approval","shadow_rule":"svc.policy/new_rule","shadow_reason":"would hold"`)
+}
+
 // FuzzCEFValue checks that any string, put in any extension or header
 // field, reads back as itself (control characters aside).
 func FuzzCEFValue(f *testing.F) {
@@ -89,6 +104,7 @@ func expectedExtensions(d engine.DecisionEvent) map[string]string {
 		"flexString2": d.Gate, "flexString2Label": "gate",
 		"externalId": d.DecisionID, "envelopeHash": d.EnvelopeHash,
 		"holdId": d.HoldID, "parentDecisionId": d.ParentDecisionID, "traceparent": d.Traceparent,
+		"shadowVerdict": d.ShadowVerdict, "shadowRule": d.ShadowRule,
 	}
 	m["cn1"] = strconv.FormatInt(d.MagnitudeCount, 10)
 	m["cn2"] = strconv.FormatInt(d.DecisionLatencyMS, 10)

@@ -123,14 +123,14 @@ func cutText(s string, n int, size sizer) string {
 // what the agent or the policy wrote. Ids, hashes, enums, numbers and the
 // version are never cut.
 func decisionTexts(d *engine.DecisionEvent) []*string {
-	return append(decisionCEFTexts(d), &d.RawVerb, &d.Ability, &d.RawEnvironment)
+	return append(decisionCEFTexts(d), &d.RawVerb, &d.Ability, &d.RawEnvironment, &d.ShadowReason)
 }
 
 // decisionCEFTexts are those of decisionTexts that a CEF record carries.
 func decisionCEFTexts(d *engine.DecisionEvent) []*string {
 	return []*string{
 		&d.RuleID, &d.Verb, &d.SessionID, &d.AgentID, &d.OnBehalfOf, &d.Environment, &d.Reason, &d.Traceparent,
-		&d.Gate,
+		&d.Gate, &d.ShadowRule,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 var t0 = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
@@ -164,4 +165,18 @@ func FuzzSessionCookie(f *testing.F) {
 		assert.True(t, ok)
 		assert.Equal(t, se.id, got.id)
 	})
+}
+
+func TestMoneyWords(t *testing.T) {
+	for _, tt := range []struct {
+		in   engine.Amounts
+		want string
+	}{
+		{nil, ""},
+		{engine.Amounts{"EUR": 40_000_000}, "4000 EUR"},
+		{engine.Amounts{"USD": 125_000, "EUR": 5}, "0.0005 EUR, 12.5 USD"},
+		{engine.Amounts{"EUR": -15_000}, "-1.5 EUR"},
+	} {
+		assert.Equal(t, tt.want, moneyWords(tt.in), "%v", tt.in)
+	}
 }

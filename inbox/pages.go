@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,7 +160,8 @@ type holdView struct {
 	Env      *envelope.Envelope
 	Params   string // pretty-printed JSON
 	Context  string // pretty-printed JSON, "" when none
-	Budget   *engine.Totals
+	Budget   *engine.Usage
+	Money    string // the session's money use in words, "" when none
 	Window   string
 	Problem  string // why the last decision was refused
 	Why      string // why this person may not decide this hold
@@ -196,13 +200,34 @@ func (a *App) showHold(w http.ResponseWriter, r *http.Request, status int, probl
 		if len(e.Context) > 0 {
 			view.Context = pretty(e.Context)
 		}
-		if t, err := a.deps.Budgets.Totals(r.Context(), e.Agent.SessionID, now.Add(-a.cfg.Window)); err != nil {
+		if t, err := a.deps.Budgets.Usage(r.Context(), engine.ScopeSession, e.Agent.SessionID, now.Add(-a.cfg.Window)); err != nil {
 			a.deps.Logger.Warn().Err(err).Str("hold_id", h.ID).Msg("web app: read session budget use")
 		} else {
 			view.Budget = &t
+			view.Money = moneyWords(t.Money)
 		}
 	}
 	a.render(w, status, "hold", view)
+}
+
+// moneyWords writes sums of money per currency, such as "4000.5 EUR, 12
+// USD", currencies in name order; "" when none was spent.
+func moneyWords(a engine.Amounts) string {
+	parts := make([]string, 0, len(a))
+	for _, cur := range slices.Sorted(maps.Keys(a)) {
+		v := a[cur]
+		sign := ""
+		if v < 0 {
+			sign, v = "-", -v
+		}
+		frac := strings.TrimRight(fmt.Sprintf("%04d", v%10000), "0")
+		n := sign + strconv.FormatInt(v/10000, 10)
+		if frac != "" {
+			n += "." + frac
+		}
+		parts = append(parts, n+" "+cur)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // noteMax is the longest note, in bytes (holds.MaxReasonBytes).

@@ -211,7 +211,7 @@ func (a *Audit) Commit(ctx context.Context, e engine.Entry) error {
 			return fmt.Errorf("commit audit %s: charge session %q decision %q: %w",
 				e.Records[0].Kind, c.SessionID, c.DecisionID, err)
 		}
-		if c.Totals == (engine.Totals{}) {
+		if empty(*c) {
 			e.Charge = nil
 		}
 	}
@@ -301,6 +301,8 @@ func (a *Audit) line(r engine.AuditRecord) (line, error) {
 func decisionIDOf(record any, line []byte) string {
 	switch r := record.(type) {
 	case engine.DecisionEvent:
+		return r.DecisionID
+	case engine.AuditedDecision:
 		return r.DecisionID
 	case engine.DegradedDecisionEvent:
 		return r.DecisionID

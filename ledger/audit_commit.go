@@ -89,7 +89,7 @@ func (a *Audit) updateChargeCache(batch []*entry, err error) {
 		switch {
 		case e.charge == nil:
 		case err != nil:
-			sessions = append(sessions, e.charge.SessionID)
+			sessions = append(sessions, chargeKeys(*e.charge)...)
 		case e.err == nil:
 			stored = append(stored, *e.charge)
 		}

@@ -13,71 +13,103 @@ import (
 
 var _ engine.Budgets = (*Budgets)(nil)
 
-// Budgets reads the per-session ledger of charges. Each charge is its own row,
-// so a session's totals over any window are a sum over an index range and
-// the rolling window needs no bucket maintenance; Prune bounds the table.
-// The charges of recently used sessions are also kept in memory (see
-// chargeCache), so most reads do not query SQLite.
+// Budgets reads the ledger of charges. Each charge is its own row, naming
+// the session, agent and principal it is counted against, so a subject's
+// totals over any window are a sum over an index range and the rolling
+// window needs no bucket maintenance; Prune bounds the table. The charges
+// of recently used subjects are also kept in memory (see chargeCache), so
+// most reads do not query SQLite.
 type Budgets struct {
-	db                                *DB
-	sessionCharges, sessionSum, prune *sql.Stmt
+	db    *DB
+	reads map[engine.Scope]scopeReads
+	prune *sql.Stmt
+}
+
+// scopeReads are the statements that read one scope's charges: its
+// charges, for the cache, and their sums per currency, for a subject with
+// too many to cache.
+type scopeReads struct {
+	charges, sums *sql.Stmt
+}
+
+// scopeColumns are the charges columns that name each scope's subject.
+var scopeColumns = map[engine.Scope]string{
+	engine.ScopeSession:   "session_id",
+	engine.ScopeAgent:     "agent_id",
+	engine.ScopePrincipal: "principal_id",
 }
 
 // insertCharge stores one charge. Charges are written only by
 // Audit.Commit, with the decision record they belong to.
-const insertCharge = `INSERT INTO charges (session_id, decision_id, at_ms, deletes, external_sends, objects)
-	VALUES (?, ?, ?, ?, ?, ?)`
+const insertCharge = `INSERT INTO charges (session_id, agent_id, principal_id, decision_id, at_ms,
+	deletes, external_sends, objects, currency, amount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // NewBudgets prepares the ledger's statements on db; db.Close releases them.
 func NewBudgets(ctx context.Context, db *DB) (*Budgets, error) {
-	b := Budgets{db: db}
-	for _, p := range []struct {
-		stmt  **sql.Stmt
-		query string
-	}{
-		{&b.sessionCharges, `SELECT at_ms, deletes, external_sends, objects
-			FROM charges WHERE session_id = ? AND at_ms >= ? ORDER BY at_ms, id LIMIT ` + strconv.Itoa(cacheCharges+1)},
-		{&b.sessionSum, `SELECT COALESCE(SUM(deletes), 0), COALESCE(SUM(external_sends), 0), COALESCE(SUM(objects), 0)
-			FROM charges WHERE session_id = ? AND at_ms >= ?`},
-		{&b.prune, `DELETE FROM charges WHERE at_ms < ?`},
-	} {
-		stmt, err := db.prepare(ctx, p.query)
+	b := Budgets{db: db, reads: map[engine.Scope]scopeReads{}}
+	prepare := func(query string) (*sql.Stmt, error) {
+		stmt, err := db.prepare(ctx, query)
 		if err != nil {
 			return nil, fmt.Errorf("new budgets: %w", err)
 		}
-		*p.stmt = stmt
+		return stmt, nil
+	}
+	var err error
+	for scope, column := range scopeColumns {
+		var r scopeReads
+		if r.charges, err = prepare(`SELECT at_ms, deletes, external_sends, objects, currency, amount
+			FROM charges WHERE ` + column + ` = ? AND at_ms >= ? ORDER BY at_ms, id LIMIT ` + strconv.Itoa(cacheCharges+1)); err != nil {
+			return nil, err
+		}
+		if r.sums, err = prepare(`SELECT currency, SUM(deletes), SUM(external_sends), SUM(objects), SUM(amount)
+			FROM charges WHERE ` + column + ` = ? AND at_ms >= ? GROUP BY currency`); err != nil {
+			return nil, err
+		}
+		b.reads[scope] = r
+	}
+	if b.prune, err = prepare(`DELETE FROM charges WHERE at_ms < ?`); err != nil {
+		return nil, err
 	}
 	return &b, nil
 }
 
-// Totals sums the charges of sessionID made at or after since: from the
-// cache, else from SQLite, caching the session's charges when there are few
-// enough to keep (cacheCharges); a session with more is summed by SQLite.
-func (b *Budgets) Totals(ctx context.Context, sessionID string, since time.Time) (engine.Totals, error) {
-	sinceMS := since.UnixMilli()
-	if t, ok := b.db.charges.totals(sessionID, sinceMS); ok {
-		return t, nil
+// Usage sums the charges of the subject id of scope made at or after since:
+// from the cache, else from SQLite, caching the subject's charges when
+// there are few enough to keep (cacheCharges); a subject with more is
+// summed by SQLite (which fails on an integer overflow rather than wrap),
+// without reading its charges again for its next tooManySkips reads.
+func (b *Budgets) Usage(ctx context.Context, scope engine.Scope, id string, since time.Time) (engine.Usage, error) {
+	reads, ok := b.reads[scope]
+	if !ok {
+		return engine.Usage{}, fmt.Errorf("budget totals: unknown scope %q", scope)
 	}
-	charges, err := b.charges(ctx, sessionID, sinceMS)
-	if err != nil {
-		return engine.Totals{}, fmt.Errorf("budget totals of session %q: %w", sessionID, err)
+	key, sinceMS := cacheKey(scope, id), since.UnixMilli()
+	if u, ok := b.db.charges.usage(key, sinceMS); ok {
+		return u, nil
 	}
-	if len(charges) > cacheCharges {
-		var t engine.Totals
-		err := b.sessionSum.QueryRowContext(ctx, sessionID, sinceMS).Scan(&t.Deletes, &t.ExternalSends, &t.Objects)
+	if !b.db.charges.tooMany(key) {
+		charges, err := b.charges(ctx, reads.charges, id, sinceMS)
 		if err != nil {
-			return engine.Totals{}, fmt.Errorf("budget totals of session %q: %w", sessionID, err)
+			return engine.Usage{}, fmt.Errorf("budget totals of %s %q: %w", scope, id, err)
 		}
-		return t, nil
+		if u, ok := b.db.charges.load(key, sinceMS, charges); ok {
+			return u, nil
+		}
+		if len(charges) > cacheCharges {
+			b.db.charges.markTooMany(key)
+		}
 	}
-	b.db.charges.load(sessionID, sinceMS, charges)
-	return sumCharges(charges), nil
+	u, err := sums(ctx, reads.sums, id, sinceMS)
+	if err != nil {
+		return engine.Usage{}, fmt.Errorf("budget totals of %s %q: %w", scope, id, err)
+	}
+	return u, nil
 }
 
-// charges reads the session's charges at or after sinceMS, oldest first,
-// up to one more than the cache keeps.
-func (b *Budgets) charges(ctx context.Context, sessionID string, sinceMS int64) ([]cachedCharge, error) {
-	rows, err := b.sessionCharges.QueryContext(ctx, sessionID, sinceMS)
+// charges reads a subject's charges at or after sinceMS with stmt, oldest
+// first, up to one more than the cache keeps.
+func (b *Budgets) charges(ctx context.Context, stmt *sql.Stmt, id string, sinceMS int64) ([]cachedCharge, error) {
+	rows, err := stmt.QueryContext(ctx, id, sinceMS)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +117,7 @@ func (b *Budgets) charges(ctx context.Context, sessionID string, sinceMS int64) 
 	var out []cachedCharge
 	for rows.Next() {
 		var c cachedCharge
-		if err := rows.Scan(&c.atMS, &c.Deletes, &c.ExternalSends, &c.Objects); err != nil {
+		if err := rows.Scan(&c.atMS, &c.Deletes, &c.ExternalSends, &c.Objects, &c.currency, &c.amount); err != nil {
 			return nil, err
 		}
 		out = append(out, c)
@@ -93,9 +125,35 @@ func (b *Budgets) charges(ctx context.Context, sessionID string, sinceMS int64) 
 	return out, rows.Err()
 }
 
+// sums reads a subject's sums per currency at or after sinceMS with stmt.
+func sums(ctx context.Context, stmt *sql.Stmt, id string, sinceMS int64) (engine.Usage, error) {
+	rows, err := stmt.QueryContext(ctx, id, sinceMS)
+	if err != nil {
+		return engine.Usage{}, err
+	}
+	defer func() { _ = rows.Close() }()
+	u := engine.Usage{Money: engine.Amounts{}}
+	for rows.Next() {
+		var currency string
+		var t engine.Totals
+		var amount int64
+		if err := rows.Scan(&currency, &t.Deletes, &t.ExternalSends, &t.Objects, &amount); err != nil {
+			return engine.Usage{}, err
+		}
+		u.Deletes += t.Deletes
+		u.ExternalSends += t.ExternalSends
+		u.Objects += t.Objects
+		if currency != "" && amount > 0 {
+			u.Money[currency] = amount
+		}
+	}
+	return u, rows.Err()
+}
+
 // execCharge runs insertCharge for c.
 func execCharge(ctx context.Context, insert *sql.Stmt, c engine.Charge) (sql.Result, error) {
-	return insert.ExecContext(ctx, c.SessionID, c.DecisionID, c.At.UnixMilli(), c.Deletes, c.ExternalSends, c.Objects)
+	return insert.ExecContext(ctx, c.SessionID, c.AgentID, c.PrincipalID, c.DecisionID, c.At.UnixMilli(),
+		c.Deletes, c.ExternalSends, c.Objects, c.Currency, c.Amount)
 }
 
 func validCharge(c engine.Charge) error {
@@ -104,10 +162,17 @@ func validCharge(c engine.Charge) error {
 		return errors.New("empty session id")
 	case c.At.IsZero():
 		return errors.New("zero charge time")
-	case c.Deletes < 0 || c.ExternalSends < 0 || c.Objects < 0:
-		return fmt.Errorf("negative charge %+v", c.Totals)
+	case c.Deletes < 0 || c.ExternalSends < 0 || c.Objects < 0 || c.Amount < 0:
+		return fmt.Errorf("negative charge %+v, amount %d", c.Totals, c.Amount)
+	case (c.Currency == "") != (c.Amount == 0):
+		return fmt.Errorf("amount %d in currency %q", c.Amount, c.Currency)
 	}
 	return nil
+}
+
+// empty reports whether c charges nothing.
+func empty(c engine.Charge) bool {
+	return c.Totals == (engine.Totals{}) && c.Amount == 0
 }
 
 // Prune deletes the charges made before before and returns how many it

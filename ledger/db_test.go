@@ -99,7 +99,7 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 		names = append(names, n)
 	}
 	require.NoError(t, rows.Err())
-	assert.Equal(t, []string{"ledger/0001_charges.sql", "ledger/0002_audit.sql", "ledger/0003_charges_covering.sql"}, names)
+	assert.Equal(t, []string{"ledger/0001_charges.sql", "ledger/0002_audit.sql", "ledger/0003_charges_covering.sql", "ledger/0004_charges_subjects.sql"}, names)
 	var audits int
 	require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM audit`).Scan(&audits))
 	assert.Equal(t, 3, audits, "rows survive reopening")

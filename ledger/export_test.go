@@ -1,9 +1,20 @@
 package ledger
 
 import (
+	"context"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/svc-dev/svc/engine"
 )
+
+// Totals returns the counted totals of a session since since, for the
+// tests written before budgets had scopes and money.
+func (b *Budgets) Totals(ctx context.Context, session string, since time.Time) (engine.Totals, error) {
+	u, err := b.Usage(ctx, engine.ScopeSession, session, since)
+	return u.Totals, err
+}
 
 // LogBuffer is a log sink that the audit log's leader and a test may share,
 // for the tests of this package, internal and external.

@@ -29,19 +29,29 @@ func Files() fs.FS {
 // fresh directory readable only by the current user, for `opa eval --data
 // dir`. The caller removes it with cleanup, which is safe to call twice.
 func Materialize() (dir string, cleanup func() error, err error) {
+	return materialize(shipped)
+}
+
+// MaterializeWithTests is Materialize with the pack's *_test.rego files,
+// for `opa test` (svc policy test).
+func MaterializeWithTests() (dir string, cleanup func() error, err error) {
+	return materialize(func(name string) bool { return shipped(name) || strings.HasSuffix(name, "_test.rego") })
+}
+
+func materialize(keep func(name string) bool) (dir string, cleanup func() error, err error) {
 	dir, err = os.MkdirTemp("", "svc-policy-")
 	if err != nil {
 		return "", nil, fmt.Errorf("create policy dir: %w", err)
 	}
 	cleanup = func() error { return os.RemoveAll(dir) }
-	if err := writePack(dir); err != nil {
+	if err := writePack(dir, keep); err != nil {
 		_ = cleanup()
 		return "", nil, err
 	}
 	return dir, cleanup, nil
 }
 
-func writePack(dir string) error {
+func writePack(dir string, keep func(name string) bool) error {
 	files := Files()
 	return fs.WalkDir(files, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -54,7 +64,7 @@ func writePack(dir string) error {
 			}
 			return mkdir(dst)
 		}
-		if !shipped(name) {
+		if !keep(name) {
 			return nil
 		}
 		body, err := fs.ReadFile(files, name)

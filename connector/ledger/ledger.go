@@ -51,13 +51,25 @@ const schema = `CREATE TABLE IF NOT EXISTS gateway_ledger (
 	model                   TEXT NOT NULL,
 	classified_by           TEXT NOT NULL,
 	gateway_call_id         TEXT NOT NULL,
-	key_alias               TEXT
+	key_alias               TEXT,
+	obligations             TEXT NOT NULL DEFAULT '[]',
+	params                  TEXT
 );
 CREATE INDEX IF NOT EXISTS gateway_ledger_ts ON gateway_ledger (ts);`
 
+// added are the columns added since the first release of the table, with
+// their definitions: a ledger file of an older connector gets them at Open.
+var added = [][2]string{
+	{"obligations", "TEXT NOT NULL DEFAULT '[]'"},
+	{"params", "TEXT"},
+}
+
 const columns = `ts, decision_id, outcome, verdict, rule, reason, envelope_hash, org, session, tool, tool_call_id,
 	enforcement_stage, released_after_approval, hold_id, hold_decision, transport, api_base_host, deployment_id,
-	provider, mode, enforced, model, classified_by, gateway_call_id, key_alias`
+	provider, mode, enforced, model, classified_by, gateway_call_id, key_alias, obligations, params`
+
+// insertRow writes one row.
+const insertRow = `INSERT INTO gateway_ledger (` + columns + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
 
 // Ledger is the gateway ledger database. Rows of concurrent requests are
 // committed together (group commit): one writer takes every batch queued
@@ -65,6 +77,7 @@ const columns = `ts, decision_id, outcome, verdict, rule, reason, envelope_hash,
 // many requests instead of queueing them one sync each.
 type Ledger struct {
 	db      *sql.DB
+	insert  *sql.Stmt // prepared once, not per commit
 	queue   chan *batch
 	closing chan struct{}
 	done    chan struct{}
@@ -110,13 +123,51 @@ func Open(ctx context.Context, path string, synced bool) (*Ledger, error) {
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if err := migrate(ctx, db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open gateway ledger %s: %w", path, err)
 	}
-	l := &Ledger{db: db, queue: make(chan *batch, maxGroup), closing: make(chan struct{}), done: make(chan struct{})}
+	insert, err := db.PrepareContext(ctx, insertRow)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open gateway ledger %s: %w", path, err)
+	}
+	l := &Ledger{db: db, insert: insert, queue: make(chan *batch, maxGroup), closing: make(chan struct{}),
+		done: make(chan struct{})}
 	go l.write()
 	return l, nil
+}
+
+// migrate creates the table, and adds to a table of an older connector the
+// columns it lacks.
+func migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('gateway_ledger')`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return err
+		}
+		have[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, col := range added {
+		if !have[col[0]] {
+			if _, err := db.ExecContext(ctx, `ALTER TABLE gateway_ledger ADD COLUMN `+col[0]+` `+col[1]); err != nil {
+				return fmt.Errorf("add column %s: %w", col[0], err)
+			}
+		}
+	}
+	return nil
 }
 
 // Close stops the writer once its commit in progress is done (a Record
@@ -125,7 +176,7 @@ func Open(ctx context.Context, path string, synced bool) (*Ledger, error) {
 func (l *Ledger) Close() error {
 	l.once.Do(func() { close(l.closing) })
 	<-l.done
-	return l.db.Close()
+	return errors.Join(l.insert.Close(), l.db.Close())
 }
 
 // errClosed answers a Record after Close.
@@ -185,11 +236,7 @@ func (l *Ledger) commit(group []*batch) error {
 		return fmt.Errorf("record gateway ledger rows: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO gateway_ledger (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
-	if err != nil {
-		return fmt.Errorf("record gateway ledger rows: %w", err)
-	}
-	defer stmt.Close()
+	stmt := tx.StmtContext(ctx, l.insert)
 	for _, r := range rowsOf(group) {
 		var hd *string
 		if r.HoldDecision != nil {
@@ -200,10 +247,19 @@ func (l *Ledger) commit(group []*batch) error {
 			s := string(raw)
 			hd = &s
 		}
+		obligations, err := json.Marshal(append([]string{}, r.Obligations...))
+		if err != nil {
+			return fmt.Errorf("record gateway ledger rows: %w", err)
+		}
+		var params *string
+		if r.Params != nil {
+			s := string(r.Params)
+			params = &s
+		}
 		if _, err := stmt.ExecContext(ctx, r.Time.UTC().Format(time.RFC3339Nano), r.DecisionID, r.Outcome, r.Verdict, r.Rule,
 			r.Reason, r.EnvelopeHash, r.Org, r.Session, r.Tool, r.ToolCallID, r.EnforcementStage, r.ReleasedAfterApproval,
 			r.HoldID, hd, r.Transport, r.APIBaseHost, r.DeploymentID, r.Provider, r.Mode, r.Enforced, r.Model,
-			r.ClassifiedBy, r.GatewayCallID, r.KeyAlias); err != nil {
+			r.ClassifiedBy, r.GatewayCallID, r.KeyAlias, string(obligations), params); err != nil {
 			return fmt.Errorf("record gateway ledger rows: %w", err)
 		}
 	}
@@ -232,12 +288,19 @@ func (l *Ledger) Recent(ctx context.Context, limit int) ([]connector.Row, error)
 	for rows.Next() {
 		var r connector.Row
 		var ts string
-		var hd *string
+		var hd, params *string
+		var obligations string
 		if err := rows.Scan(&ts, &r.DecisionID, &r.Outcome, &r.Verdict, &r.Rule, &r.Reason, &r.EnvelopeHash, &r.Org,
 			&r.Session, &r.Tool, &r.ToolCallID, &r.EnforcementStage, &r.ReleasedAfterApproval, &r.HoldID, &hd,
 			&r.Transport, &r.APIBaseHost, &r.DeploymentID, &r.Provider, &r.Mode, &r.Enforced, &r.Model,
-			&r.ClassifiedBy, &r.GatewayCallID, &r.KeyAlias); err != nil {
+			&r.ClassifiedBy, &r.GatewayCallID, &r.KeyAlias, &obligations, &params); err != nil {
 			return nil, fmt.Errorf("read gateway ledger: %w", err)
+		}
+		if err := json.Unmarshal([]byte(obligations), &r.Obligations); err != nil {
+			return nil, fmt.Errorf("read gateway ledger: obligations: %w", err)
+		}
+		if params != nil {
+			r.Params = json.RawMessage(*params)
 		}
 		r.Time, _ = time.Parse(time.RFC3339Nano, ts) // written by Record in this format
 		if hd != nil {

@@ -24,6 +24,7 @@ type Envelope struct {
 	Action        Action                     `json:"action"`
 	Target        Target                     `json:"target"`
 	Params        map[string]any             `json:"params"`
+	Money         *Money                     `json:"money,omitempty"`
 	Magnitude     Magnitude                  `json:"magnitude"`
 	Axes          Axes                       `json:"axes"`
 	Approval      Approval                   `json:"approval"`
@@ -32,6 +33,9 @@ type Envelope struct {
 	Meta          Meta                       `json:"meta"`
 	Mode          string                     `json:"mode"`
 	Extra         map[string]json.RawMessage `json:"extra,omitempty"`
+	// Words are the action's words for the sensitive-action tables
+	// (ActionWords); they reach the policy as input.action_words.
+	Words []string `json:"-"`
 }
 
 // Agent identifies who proposes the action and for whom.

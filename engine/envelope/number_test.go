@@ -120,7 +120,7 @@ func TestParamsNumbersRefused(t *testing.T) {
 	with := func(repl string) string { return strings.Replace(base, `"approval":`, repl+`, "approval":`, 1) }
 	cases := []struct{ name, body, field string }{
 		{"after an earlier duplicate key", with(`"params": {"x": 1, "x": 1e400}`), "params.x duplicate"},
-		{"account number past 2^53", with(`"params": {"to_account": 9007199254740993, "amount": 100}`), "params.to_account"},
+		{"account number past 2^53", with(`"params": {"to_account": 9007199254740993, "quantity": 100}`), "params.to_account"},
 		{"in an array", with(`"params": {"ids": [1, 2, 9007199254740993]}`), "params.ids[]"},
 		{"deep", with(`"params": {"a": [{"b": {"c": [[1e400]]}}]}`), "params.a[].b.c[][]"},
 		{"in context", with(`"context": {"budget": 1.00000000000000000001}`), "context.budget"},
@@ -176,12 +176,12 @@ func TestParamsHashBindsOneNumber(t *testing.T) {
 		require.NoError(t, err)
 		return h
 	}
-	_, err := ParseEnvelope(params(`{"to_account": 9007199254740993, "amount": 100}`))
+	_, err := ParseEnvelope(params(`{"to_account": 9007199254740993, "quantity": 100}`))
 	require.Equal(t, &InvalidEnvelope{Field: "params.to_account", Reason: inexactNumberReason}, err)
 	_, err = ParseEnvelope(params(`{"to_account": 1.00000000000000000001}`))
 	require.Equal(t, &InvalidEnvelope{Field: "params.to_account", Reason: inexactNumberReason}, err)
 
-	held := hash(params(`{"to_account": 9007199254740992, "amount": 100}`))
-	assert.Equal(t, held, hash(params(`{"to_account": 9.007199254740992e15, "amount": 1E+0002}`)), "same values")
-	assert.NotEqual(t, held, hash(params(`{"to_account": "9007199254740993", "amount": 100}`)), "sent as a string")
+	held := hash(params(`{"to_account": 9007199254740992, "quantity": 100}`))
+	assert.Equal(t, held, hash(params(`{"to_account": 9.007199254740992e15, "quantity": 1E+0002}`)), "same values")
+	assert.NotEqual(t, held, hash(params(`{"to_account": "9007199254740993", "quantity": 100}`)), "sent as a string")
 }

@@ -73,6 +73,7 @@ func (w *wireEnvelope) canonical() (*Envelope, error) {
 	v.magnitude(env, w.Magnitude)
 	v.approval(env, w.Approval)
 	env.Params = v.object("params", w.Params)
+	env.Money = v.money(env.Params)
 	env.Context = v.object("context", w.Context)
 	v.context(env)
 	if w.TrajectoryRef != nil {
@@ -91,7 +92,9 @@ func (w *wireEnvelope) canonical() (*Envelope, error) {
 	}
 	// The verb comes from the ability as cleaned, not as stored (folded):
 	// folding would erase camelCase boundaries ("db/dropTable").
-	env.Action.Verb = CanonicalVerb(env.Action.RawVerb, Clean(raw(w.Action.Ability)), env.Axes.Reversibility)
+	ability := Clean(raw(w.Action.Ability))
+	env.Action.Verb = CanonicalVerb(env.Action.RawVerb, ability, env.Axes.Reversibility)
+	env.Words = ActionWords(env.Action.RawVerb, ability, raw(w.Action.Namespace))
 	return env, nil
 }
 

@@ -1,10 +1,12 @@
 # Package svc.policy is the bundled svc policy pack. Its entry point,
-# decision, maps the policy input document (the canonical envelope, the
-# session's prior cumulative totals and the kill-switch flag) to exactly one
-# verdict {"decision", "rule", "reason"}. The rules form one else-chain, so
-# the first that matches wins and decision is defined for every input.
-# Budget limits are read from data.svc.thresholds (data.json beside this
-# file) so operators tune them without editing Rego.
+# decision, maps the policy input document (the canonical envelope, its
+# action words, what its session, agent and principal spent before it, and
+# the kill-switch flag) to exactly one verdict {"decision", "rule",
+# "reason", "obligations", "shadow"}. The rules form one else-chain
+# (verdict), so the first that matches wins and decision is defined for
+# every input. Budget limits, money limits, sensitive-action tables and the
+# rules in observe mode are data (data.json beside this file), so operators
+# tune them without editing Rego.
 #
 # svc evaluates this pack for every decision, so it is written to be cheap
 # in OPA's evaluator, where every expression, rule and function call costs:
@@ -17,7 +19,7 @@
 package svc.policy
 
 # canonical is the closed set of canonical values of each enumerated input
-# field (engine/canonical.go folds the raw values into them).
+# field (engine/envelope/canonical.go folds the raw values into them).
 canonical := {
 	"verb": {"read", "create", "update", "delete", "execute", "transact", "emit"},
 	"environment": {"production", "staging", "dev"},
@@ -36,7 +38,36 @@ blast_radii := canonical.blast_radius
 
 externalities := canonical.externality
 
-decision := {
+# decision is the verdict of the rules not marked observe, with the
+# obligations it carries and, when an observed rule would have changed it,
+# the verdict the pack gives with every rule enforced (shadow).
+decision := object.union(v, {"obligations": obligations_of(v), "shadow": shadow_of(v)}) if {
+	v := verdict(observed)
+}
+
+# observed are the rule ids marked observe in data.svc.observe (a list):
+# their would-be verdicts are recorded as shadow, not enforced. The guards
+# (invalid_input, invalid_thresholds, frozen) cannot be observed.
+observed := {r | some r in data.svc.observe; is_string(r)}
+
+# shadow_of(v) is the verdict with every rule enforced, when observed rules
+# exist and it differs from v; else null.
+shadow_of(v) := s if {
+	count(observed) > 0
+	s := verdict(set())
+	s != v
+} else := null
+
+# obligations_of(v) are the obligations a verdict carries: its own, if a
+# rule wrote some, and those of every sensitive-action table the action
+# matched; none on a deny.
+obligations_of(v) := [] if {
+	v.decision == "deny"
+} else := sort({o | some o in array.concat(object.get(v, "obligations", []), sensitive_obligations)})
+
+# verdict(skip) is the else-chain of the rules, the first that matches
+# wins, skipping the rules whose ids are in skip.
+verdict(skip) := {
 	"decision": "deny",
 	"rule": "svc.policy/invalid_input",
 	"reason": "policy input is malformed or carries a non-canonical value",
@@ -45,7 +76,7 @@ decision := {
 } else := {
 	"decision": "deny",
 	"rule": "svc.policy/invalid_thresholds",
-	"reason": "budget thresholds in data.svc.thresholds are missing or invalid",
+	"reason": "budget thresholds or sensitive-action tables in data.svc are missing or invalid",
 } if {
 	not valid_thresholds
 } else := {
@@ -60,6 +91,7 @@ decision := {
 	"rule": "svc.policy/irreversible_systemic_prod",
 	"reason": "irreversible action with systemic blast radius in production is denied",
 } if {
+	not skip["svc.policy/irreversible_systemic_prod"]
 	input.envelope.axes.reversibility == "irreversible"
 	input.envelope.axes.blast_radius == "systemic"
 	input.envelope.target.environment == "production"
@@ -68,9 +100,26 @@ decision := {
 	"rule": "svc.policy/irreversible_broad_prod",
 	"reason": "irreversible action with broad blast radius in production requires approval",
 } if {
+	not skip["svc.policy/irreversible_broad_prod"]
 	input.envelope.axes.reversibility == "irreversible"
 	input.envelope.axes.blast_radius == "broad"
 	input.envelope.target.environment == "production"
+} else := {
+	# The sensitive-action tables are checked only where they are read (a
+	# read is never sensitive): checking them costs every decision about
+	# 0.5 ms of OPA's time.
+	"decision": "deny",
+	"rule": "svc.policy/invalid_thresholds",
+	"reason": "budget thresholds or sensitive-action tables in data.svc are missing or invalid",
+} if {
+	input.envelope.action.verb != "read"
+	not valid_sensitive
+} else := v if {
+	# Sensitive actions: the strictest verdict, in the action's environment,
+	# of the tables in data.svc.sensitive the action matches (deny before
+	# require_approval, then by table name). An allow there lets the action
+	# on to the budgets (with the table's obligations).
+	v := sensitive_verdict(skip)
 } else := {
 	# The budgets, in the order deletes, external_sends, objects: the action
 	# is held by the first it would take past its limit. A budget is exceeded
@@ -81,6 +130,7 @@ decision := {
 	"rule": "svc.policy/session_delete_budget",
 	"reason": sprintf("session delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/session_delete_budget"]
 	input.envelope.action.verb == "delete"
 	n := input.envelope.magnitude.count
 	n > 0
@@ -92,6 +142,7 @@ decision := {
 	"rule": "svc.policy/cumulative_budget",
 	"reason": sprintf("session external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/cumulative_budget"]
 	input.envelope.axes.externality == "outbound"
 	n := input.envelope.magnitude.count
 	n > 0
@@ -103,6 +154,8 @@ decision := {
 	"rule": "svc.policy/cumulative_budget",
 	"reason": sprintf("session object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
+	not skip["svc.policy/cumulative_budget"]
+
 	# Every action charges objects; this branch is on every allow's path,
 	# so its cheapest failing test, the comparison, comes first.
 	n := input.envelope.magnitude.count
@@ -111,10 +164,152 @@ decision := {
 	prior + n > limit
 	n > 0
 } else := {
+	# The money budget (R5) of the session. An amount is never free: one
+	# without a known currency is held, a transaction without an amount is
+	# held, and a session that already moved money in one currency is held
+	# on its first amount in another (no exchange rates, so amounts in two
+	# currencies cannot be added up).
+	"decision": "require_approval",
+	"rule": "svc.policy/session_money_budget",
+	"reason": "a transaction without params.amount cannot be counted against the money budget: approval required",
+} if {
+	not skip["svc.policy/session_money_budget"]
+	input.envelope.action.verb == "transact"
+	not input.envelope.money
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/session_money_budget",
+	"reason": sprintf("amount %v without a known ISO 4217 currency (sent %q): approval required", [m.amount, m.raw_currency]),
+} if {
+	not skip["svc.policy/session_money_budget"]
+	m := input.envelope.money
+	m.currency == "XXX"
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/session_money_budget",
+	"reason": sprintf("session already moved money in %v: a first amount in %v requires approval", [concat(", ", sort(object.keys(spent))), m.currency]),
+} if {
+	not skip["svc.policy/session_money_budget"]
+	m := input.envelope.money
+	m.units > 0
+	spent := input.cumulative.money
+	count(spent) > 0
+	not spent[m.currency]
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/session_money_budget",
+	"reason": money_reason("session", prior, m, limit),
+} if {
+	not skip["svc.policy/session_money_budget"]
+	m := input.envelope.money
+	m.units > 0
+	prior := object.get(input.cumulative.money, m.currency, 0)
+	limit := money_limit("session", m.currency)
+	prior + m.units > limit * 10000
+} else := {
+	# The same budgets per agent and per principal (agent.on_behalf_of),
+	# so that a fresh session id resets nothing.
+	"decision": "require_approval",
+	"rule": "svc.policy/agent_delete_budget",
+	"reason": sprintf("agent delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	not skip["svc.policy/agent_delete_budget"]
+	input.envelope.action.verb == "delete"
+	n := input.envelope.magnitude.count
+	n > 0
+	prior := input.cumulative.agent.deletes
+	limit := data.svc.agent_thresholds.deletes
+	prior + n > limit
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/agent_cumulative_budget",
+	"reason": sprintf("agent external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	not skip["svc.policy/agent_cumulative_budget"]
+	input.envelope.axes.externality == "outbound"
+	n := input.envelope.magnitude.count
+	n > 0
+	prior := input.cumulative.agent.external_sends
+	limit := data.svc.agent_thresholds.external_sends
+	prior + n > limit
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/agent_cumulative_budget",
+	"reason": sprintf("agent object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	not skip["svc.policy/agent_cumulative_budget"]
+	n := input.envelope.magnitude.count
+	prior := input.cumulative.agent.objects
+	limit := data.svc.agent_thresholds.objects
+	prior + n > limit
+	n > 0
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/agent_money_budget",
+	"reason": money_reason("agent", prior, m, limit),
+} if {
+	not skip["svc.policy/agent_money_budget"]
+	m := input.envelope.money
+	m.units > 0
+	prior := object.get(input.cumulative.agent.money, m.currency, 0)
+	limit := money_limit("agent", m.currency)
+	prior + m.units > limit * 10000
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/principal_delete_budget",
+	"reason": sprintf("principal delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	not skip["svc.policy/principal_delete_budget"]
+	input.envelope.action.verb == "delete"
+	input.envelope.agent.on_behalf_of != ""
+	n := input.envelope.magnitude.count
+	n > 0
+	prior := input.cumulative.principal.deletes
+	limit := data.svc.principal_thresholds.deletes
+	prior + n > limit
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/principal_cumulative_budget",
+	"reason": sprintf("principal external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	not skip["svc.policy/principal_cumulative_budget"]
+	input.envelope.axes.externality == "outbound"
+	input.envelope.agent.on_behalf_of != ""
+	n := input.envelope.magnitude.count
+	n > 0
+	prior := input.cumulative.principal.external_sends
+	limit := data.svc.principal_thresholds.external_sends
+	prior + n > limit
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/principal_cumulative_budget",
+	"reason": sprintf("principal object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
+} if {
+	not skip["svc.policy/principal_cumulative_budget"]
+	n := input.envelope.magnitude.count
+	prior := input.cumulative.principal.objects
+	limit := data.svc.principal_thresholds.objects
+	prior + n > limit
+	n > 0
+	input.envelope.agent.on_behalf_of != ""
+} else := {
+	"decision": "require_approval",
+	"rule": "svc.policy/principal_money_budget",
+	"reason": money_reason("principal", prior, m, limit),
+} if {
+	not skip["svc.policy/principal_money_budget"]
+	m := input.envelope.money
+	m.units > 0
+	input.envelope.agent.on_behalf_of != ""
+	prior := object.get(input.cumulative.principal.money, m.currency, 0)
+	limit := money_limit("principal", m.currency)
+	prior + m.units > limit * 10000
+} else := {
 	"decision": "allow",
 	"rule": "svc.policy/read_only_internal",
 	"reason": "internal read-only action",
 } if {
+	not skip["svc.policy/read_only_internal"]
 	input.envelope.action.verb == "read"
 	input.envelope.axes.externality == "internal"
 } else := {
@@ -153,23 +348,86 @@ valid_input if {
 	d == round(d)
 	s == round(s)
 	o == round(o)
+	is_array(input.action_words)
+	valid_usage(c)
+	valid_usage(c.agent)
+	valid_usage(c.principal)
+	valid_money
 }
 
-# valid_thresholds holds when each budget limit is a non-negative integer.
-valid_thresholds if {
-	t := data.svc.thresholds
-	d := t.deletes
-	s := t.external_sends
-	o := t.objects
-	is_number(d)
-	is_number(s)
-	is_number(o)
-	d >= 0
-	s >= 0
-	o >= 0
-	d == round(d)
-	s == round(s)
-	o == round(o)
+# valid_usage holds when the spending of a budget subject (cumulative, or
+# cumulative.agent or cumulative.principal) has non-negative integer totals
+# and money (an object of currency to units).
+valid_usage(u) if {
+	count_ok(u.deletes)
+	count_ok(u.external_sends)
+	count_ok(u.objects)
+	is_object(u.money)
+	every cur, units in u.money {
+		is_string(cur)
+		count_ok(units)
+	}
+}
+
+# valid_money holds when the envelope moves no money, or its amount is a
+# non-negative integer count of units (1/10 000) in a currency code.
+valid_money if {
+	not input.envelope.money
+}
+
+valid_money if {
+	m := input.envelope.money
+	count_ok(m.units)
+	is_string(m.currency)
+	is_string(m.amount)
+	is_string(m.raw_currency)
+}
+
+# count_ok holds when x is a non-negative integer.
+count_ok(x) if {
+	is_number(x)
+	x >= 0
+	x == round(x)
+}
+
+# valid_thresholds holds when each budget limit is a non-negative whole
+# number: thresholds deletes, external_sends and objects per session, agent
+# and principal, and the money limits of each scope (a default and per-
+# currency overrides). It runs for every decision, so rather than testing
+# each limit in Rego it checks the JSON text of the limits (OPA writes
+# members sorted, without spaces) with one regular expression, in native
+# code. No other members are allowed: a misspelt one is an error, not
+# silently ignored.
+valid_thresholds if regex.match(limits_grammar, json.marshal([
+	data.svc.thresholds,
+	data.svc.agent_thresholds,
+	data.svc.principal_thresholds,
+	data.svc.money.session,
+	data.svc.money.agent,
+	data.svc.money.principal,
+]))
+
+# limits_grammar is the grammar of that text: three {"deletes": n,
+# "external_sends": n, "objects": n} then three {"currencies": {code: n,
+# ...}, "default": n}, n a non-negative whole number (20, 20.0, 2e1). A
+# literal, composed from its parts in grammar_test.rego.
+limits_grammar := `^\[\{"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"currencies":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"default":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"currencies":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"default":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"currencies":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"default":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\}\]$`
+
+# money_limit is the money limit of scope (session, agent, principal) in
+# currency cur, in whole currency units: its override, else the default.
+money_limit(scope, cur) := l if {
+	l := data.svc.money[scope].currencies[cur]
+} else := data.svc.money[scope].default
+
+# money_reason explains a money budget exceeded, in currency units.
+money_reason(scope, prior, m, limit) := sprintf("%v money budget exceeded: %v prior + %v requested > limit %v %v", [scope, units_text(prior), m.amount, limit, m.currency])
+
+# units_text writes units of 1/10 000 as a decimal: 40005000 is 4000.5.
+units_text(u) := sprintf("%d", [u / 10000]) if {
+	u % 10000 == 0
+} else := t if {
+	frac := trim_right(sprintf("%04d", [u % 10000]), "0")
+	t := sprintf("%d.%s", [floor(u / 10000), frac])
 }
 
 # charge is what the action being decided adds to its session's totals
@@ -179,7 +437,13 @@ charge := {
 	"deletes": delete_charge,
 	"external_sends": outbound_charge,
 	"objects": input.envelope.magnitude.count,
+	"money": money_charge,
 }
+
+money_charge := {m.currency: m.units} if {
+	m := input.envelope.money
+	m.units > 0
+} else := {}
 
 delete_charge := input.envelope.magnitude.count if {
 	input.envelope.action.verb == "delete"
@@ -188,3 +452,125 @@ delete_charge := input.envelope.magnitude.count if {
 outbound_charge := input.envelope.magnitude.count if {
 	input.envelope.axes.externality == "outbound"
 } else := 0
+
+# --- sensitive actions (data.svc.sensitive) ---
+#
+# Each table names a kind of sensitive action: the words that mark it
+# (words: equal to one of input.action_words; fragments: contained in one,
+# so grantadminrole holds admin), the canonical verbs that mark it whatever
+# the words (verbs), the verdict per environment (verdicts; an environment
+# not listed reads require_approval) and the obligations an action it
+# matches carries. A read is never sensitive. Each table is matched with
+# two regular expressions (OPA caches their compiled forms across queries)
+# rather than term by term: every decision pays for the matching.
+
+# action_text is the action's words, each between spaces.
+action_text := concat("", [" ", concat(" ", input.action_words), " "])
+
+# sensitive_matches maps each table the action matches to the table. Most
+# actions match none: sensitive_candidate rules them out with one regular
+# expression before any table is looked at.
+sensitive_matches[name] := t if {
+	input.envelope.action.verb != "read"
+	sensitive_candidate
+	some name, t in data.svc.sensitive
+	sensitive_match(t)
+}
+
+# sensitive_candidate holds when some table could match the action: a word
+# of the action is a quoted string in sensitive_json (a word of a table, or
+# another string: the test only has to let every match through), a
+# fragment of a table is in one of its words, or a table's verbs list its
+# verb. Each test is one native call over the JSON text, so the check costs
+# about the same whatever the number of tables and terms.
+sensitive_candidate if {
+	some w in input.action_words
+	contains(sensitive_json, concat("", [`"`, w, `"`]))
+}
+
+sensitive_candidate if regex.match(all_fragments, action_text)
+
+sensitive_candidate if regex.match(concat("", [`"verbs":\[[^\]]*"`, input.envelope.action.verb, `"`]), sensitive_json)
+
+# all_fragments is the fragments of every table as one alternation (""
+# when there are none, which matches everything: the tables then decide).
+# tables_grammar guarantees them lower-case letters and digits.
+all_fragments := replace(concat(`","`, [l[1] | some l in regex.find_all_string_submatch_n(`"fragments":\["([^\]]+)"\]`, sensitive_json, -1)]), `","`, "|")
+
+sensitive_match(t) if {
+	words := object.get(t, "words", [])
+	count(words) > 0
+	regex.match(concat("", [" (?:", concat("|", words), ") "]), action_text)
+}
+
+sensitive_match(t) if {
+	fragments := object.get(t, "fragments", [])
+	count(fragments) > 0
+	regex.match(concat("|", fragments), action_text)
+}
+
+sensitive_match(t) if input.envelope.action.verb in object.get(t, "verbs", [])
+
+# sensitive_rank orders the non-allow verdicts, strictest first.
+sensitive_rank := {"deny": 0, "require_approval": 1}
+
+# sensitive_verdict(skip) is the strictest verdict of the matched tables
+# whose rule is not skipped, when it is not allow.
+sensitive_verdict(skip) := {
+	"decision": d,
+	"rule": rule,
+	"reason": sprintf("sensitive action (%s: %s) in %s: %s", [t.description, concat(", ", matched_terms(t)), env, d]),
+} if {
+	env := input.envelope.target.environment
+	ranked := sort([[rank, name] |
+		some name, t in sensitive_matches
+		not skip[concat("", ["svc.policy/sensitive_", name])]
+		rank := sensitive_rank[object.get(t.verdicts, env, "require_approval")]
+	])
+	count(ranked) > 0
+	name := ranked[0][1]
+	t := sensitive_matches[name]
+	d := object.get(t.verdicts, env, "require_approval")
+	rule := concat("", ["svc.policy/sensitive_", name])
+}
+
+# matched_terms(t) are the words, fragments and verbs of table t the action
+# matched, for the reason.
+matched_terms(t) := sort((({w | some w in input.action_words; w in object.get(t, "words", [])} | {f | some f in object.get(t, "fragments", []); contains(action_text, f)}) | {v | v := input.envelope.action.verb; v in object.get(t, "verbs", [])}))
+
+# sensitive_obligations are the obligations of every table matched.
+sensitive_obligations := [o | some t in sensitive_matches; some o in object.get(t, "obligations", [])]
+
+# valid_sensitive holds when data.svc.sensitive is an object of tables,
+# each with a description; words of lower-case letters and digits;
+# fragments of at least 4 of them; canonical verbs; at least one word,
+# fragment or verb; a verdict per canonical environment among allow, deny
+# and require_approval; string obligations; and no other member. A
+# malformed table would silently match nothing (a misspelt "fragment"
+# list, say): it denies every non-read decision instead
+# (invalid_thresholds). This runs for every non-read decision, so the JSON
+# text of the tables is checked by regular expressions, in native code,
+# rather than table by table in Rego.
+valid_sensitive if {
+	regex.match(tables_grammar, sensitive_json)
+	not regex.match(termless_table, sensitive_json)
+}
+
+# termless_table matches, in text that follows tables_grammar, a table
+# without a word, fragment or verb.
+termless_table := `\{"description":"(?:[^"\\]|\\.)*"(?:,"fragments":\[\])?(?:,"obligations":\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\])?(?:,"verbs":\[\])?,"verdicts":\{[^{}]*\}(?:,"words":\[\])?\}`
+
+# sensitive_json is data.svc.sensitive as JSON text: members sorted, no
+# spaces.
+sensitive_json := json.marshal(data.svc.sensitive)
+
+# tables_grammar is the grammar of that text (a literal, so that no query
+# builds it; grammar_test.rego composes it from its parts and checks the
+# two agree): an object of tables
+#   {"description": string [,"fragments": [fragment, ...]]
+#    [,"obligations": [string, ...]] [,"verbs": [verb, ...]]
+#    ,"verdicts": {environment: verdict, ...} [,"words": [word, ...]]}
+# written so that at each choice the next character decides (a one-pass
+# expression, which Go's regexp matches in one linear scan): "verbs" and
+# "verdicts" share their "ver", "execute" and "emit" their "e".
+tables_grammar := `^\{(?:"(?:[^"\\]|\\.)*":\{"description":"(?:[^"\\]|\\.)*","(?:fragments":\[(?:"[a-z0-9]{4,}"(?:,"[a-z0-9]{4,}")*)?\],")?(?:obligations":\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\],")?ver(?:bs":\[(?:"(?:read|create|update|delete|e(?:xecute|mit)|transact)"(?:,"(?:read|create|update|delete|e(?:xecute|mit)|transact)")*)?\],"ver)?dicts":\{(?:"(?:production|staging|dev)":"(?:allow|deny|require_approval)"(?:,"(?:production|staging|dev)":"(?:allow|deny|require_approval)")*)?\}(?:,"words":\[(?:"[a-z0-9]+"(?:,"[a-z0-9]+")*)?\])?\}(?:,"(?:[^"\\]|\\.)*":\{"description":"(?:[^"\\]|\\.)*","(?:fragments":\[(?:"[a-z0-9]{4,}"(?:,"[a-z0-9]{4,}")*)?\],")?(?:obligations":\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\],")?ver(?:bs":\[(?:"(?:read|create|update|delete|e(?:xecute|mit)|transact)"(?:,"(?:read|create|update|delete|e(?:xecute|mit)|transact)")*)?\],"ver)?dicts":\{(?:"(?:production|staging|dev)":"(?:allow|deny|require_approval)"(?:,"(?:production|staging|dev)":"(?:allow|deny|require_approval)")*)?\}(?:,"words":\[(?:"[a-z0-9]+"(?:,"[a-z0-9]+")*)?\])?\})*)?\}$`

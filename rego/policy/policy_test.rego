@@ -21,7 +21,12 @@ base := {
 		"meta": {"timestamp": "2025-01-01T00:00:00.000Z", "nonce": "n-1", "signature": "stub"},
 		"mode": "enforce",
 	},
-	"cumulative": {"window_seconds": 3600, "deletes": 0, "external_sends": 0, "objects": 0},
+	"action_words": ["modify", "db", "update"],
+	"cumulative": {
+		"window_seconds": 3600, "deletes": 0, "external_sends": 0, "objects": 0, "money": {},
+		"agent": {"deletes": 0, "external_sends": 0, "objects": 0, "money": {}},
+		"principal": {"deletes": 0, "external_sends": 0, "objects": 0, "money": {}},
+	},
 	"frozen": false,
 }
 
@@ -279,19 +284,19 @@ budget_verdict_matches(d, c, totals, limits) if {
 # --- charge ---
 
 test_charge_delete_internal if {
-	charge_of(act("delete", "dev", "reversible", "single", "internal", 7)) == {"deletes": 7, "external_sends": 0, "objects": 7}
+	charge_of(act("delete", "dev", "reversible", "single", "internal", 7)) == {"deletes": 7, "external_sends": 0, "objects": 7, "money": {}}
 }
 
 test_charge_outbound_emit if {
-	charge_of(act("emit", "dev", "reversible", "single", "outbound", 3)) == {"deletes": 0, "external_sends": 3, "objects": 3}
+	charge_of(act("emit", "dev", "reversible", "single", "outbound", 3)) == {"deletes": 0, "external_sends": 3, "objects": 3, "money": {}}
 }
 
 test_charge_outbound_delete if {
-	charge_of(act("delete", "dev", "reversible", "single", "outbound", 2)) == {"deletes": 2, "external_sends": 2, "objects": 2}
+	charge_of(act("delete", "dev", "reversible", "single", "outbound", 2)) == {"deletes": 2, "external_sends": 2, "objects": 2, "money": {}}
 }
 
 test_charge_read if {
-	charge_of(act("read", "dev", "reversible", "single", "physical", 4)) == {"deletes": 0, "external_sends": 0, "objects": 4}
+	charge_of(act("read", "dev", "reversible", "single", "physical", 4)) == {"deletes": 0, "external_sends": 0, "objects": 4, "money": {}}
 }
 
 # --- malformed input and configuration fail closed ---
@@ -347,6 +352,7 @@ test_invalid_threshold_values_denied if {
 		{"deletes": 20, "external_sends": 50, "objects": null},
 		{"deletes": 20, "external_sends": true, "objects": 200},
 		{"deletes": [20], "external_sends": 50, "objects": 200},
+		{"deletes": 20, "external_sends": 50, "objects": 200, "object": 10}, # a misspelt member
 	] {
 		d := decide({}) with data.svc.thresholds as t
 		d.decision == "deny"
@@ -425,5 +431,7 @@ well_formed(d) if {
 	d.decision in {"allow", "deny", "require_approval"}
 	startswith(d.rule, "svc.policy/")
 	d.reason != ""
-	count(d) == 3
+	count(d) == 5
+	is_array(d.obligations)
+	d.shadow == null
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -134,18 +135,28 @@ type server struct {
 	ids atomic.Uint64
 }
 
-// decide evaluates the envelope as it came, with an empty session history,
-// logs the verdict and answers it; a failed evaluation or write is a 500.
+// decide evaluates the envelope with an empty session history, logs the
+// verdict and answers it; an envelope that does not parse is a 400, a
+// failed evaluation or write a 500. The input document is svc's own
+// (engine.PolicyInputOf of the parsed envelope): the policy reads the
+// action's words and canonical values, which only parsing gives, and an
+// input without them would be denied early, cheaper than any real decision.
 func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	input := make([]byte, 0, len(body)+128)
-	input = append(input, `{"envelope":`...)
-	input = append(input, body...)
-	input = append(input, `,"cumulative":{"window_seconds":3600,"deletes":0,"external_sends":0,"objects":0},"frozen":false}`...)
+	env, err := envelope.ParseEnvelope(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	input, err := engine.PolicyInputOf(env, engine.Cumulative{WindowSeconds: 3600}, false)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	v, err := s.ev.Evaluate(r.Context(), input)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/envelope"
 )
 
 // openLog opens a decision log in a temporary directory.
@@ -122,14 +123,28 @@ func TestDecide(t *testing.T) {
 	}{
 		{"verdict", &stubEvaluator{v: engine.Verdict{Decision: "deny", Rule: "svc.policy/x"}}, http.StatusOK},
 		{"evaluation fails", &stubEvaluator{err: assert.AnError}, http.StatusInternalServerError},
+		{"envelope does not parse", &stubEvaluator{}, http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, _ := openLog(t, true)
 			s := &server{ev: tc.ev, log: l}
+			if tc.status == http.StatusBadRequest {
+				rec := httptest.NewRecorder()
+				s.decide(rec, httptest.NewRequest(http.MethodPost, "/v1/decide", strings.NewReader(`{"agent":{}}`)))
+				require.Equal(t, tc.status, rec.Code, rec.Body.String())
+				assert.Nil(t, tc.ev.got, "not evaluated")
+				return
+			}
 			rec := httptest.NewRecorder()
-			s.decide(rec, httptest.NewRequest(http.MethodPost, "/v1/decide", strings.NewReader(`{"agent":{}}`)))
+			body := benchEnvelope(t)
+			s.decide(rec, httptest.NewRequest(http.MethodPost, "/v1/decide", strings.NewReader(body)))
 			require.Equal(t, tc.status, rec.Code)
-			require.JSONEq(t, `{"envelope":{"agent":{}},"cumulative":{"window_seconds":3600,"deletes":0,"external_sends":0,"objects":0},"frozen":false}`, string(tc.ev.got))
+			env, err := envelope.ParseEnvelope([]byte(body))
+			require.NoError(t, err)
+			want, err := engine.PolicyInputOf(env, engine.Cumulative{WindowSeconds: 3600}, false)
+			require.NoError(t, err)
+			require.JSONEq(t, string(want), string(tc.ev.got), "svc's input document, words included")
+			require.Contains(t, string(tc.ev.got), `"action_words":["delete"`)
 			if tc.status == http.StatusOK {
 				assert.JSONEq(t, `{"decision_id":"1","decision":"deny","rule":"svc.policy/x"}`, rec.Body.String())
 				assert.Equal(t, uint64(1), l.durable)
@@ -138,4 +153,14 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// benchEnvelope is a valid envelope: a production delete.
+func benchEnvelope(t *testing.T) string {
+	t.Helper()
+	return `{"svc_version":"0.2","agent":{"id":"bench-1","on_behalf_of":"human:bench-1","session_id":"s1"},` +
+		`"action":{"namespace":"db","verb":"delete","ability":"db/delete"},"target":{"kind":"table","ref":"bench.t1",` +
+		`"environment":"production"},"params":{"seq":1},"magnitude":{"count":1},"axes":{"reversibility":"irreversible",` +
+		`"blast_radius":"systemic","externality":"internal"},"approval":{"present":false,"hold_id":null},"context":{},` +
+		`"meta":{"timestamp":"2026-01-01T00:00:00Z","nonce":"n1","signature":"stub"}}`
 }

@@ -143,8 +143,7 @@ func scan(raw []byte, visit func(member string)) error {
 			end := stringEnd(raw, i)
 			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
 				top := stack[n-1]
-				var name string
-				_ = json.Unmarshal(raw[i:end+1], &name) // valid: json.Valid passed
+				name := memberName(raw[i : end+1])
 				member := join(top.path, name)
 				if top.keys[name] {
 					return &Error{Field: member, Reason: "duplicate key (keys must be unique)"}
@@ -156,6 +155,23 @@ func scan(raw []byte, visit func(member string)) error {
 		}
 	}
 	return nil
+}
+
+// memberName decodes the valid JSON string quoted as a member name. A name
+// of printable ASCII without escapes, as nearly all are, is its bytes; any
+// other is decoded by encoding/json, escapes and invalid UTF-8 (replaced
+// by U+FFFD) as the decoder of the document reads them, so that two names
+// the decoder would read alike are always caught as one.
+func memberName(quoted []byte) string {
+	plain := quoted[1 : len(quoted)-1]
+	for _, c := range plain {
+		if c < ' ' || c > '~' || c == '\\' {
+			var name string
+			_ = json.Unmarshal(quoted, &name) // valid: json.Valid passed
+			return name
+		}
+	}
+	return string(plain)
 }
 
 // stringEnd is the index of the closing quote of the string opening at i.

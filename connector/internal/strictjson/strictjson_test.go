@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,4 +57,21 @@ func TestCheckSpelling(t *testing.T) {
 		require.ErrorAs(t, CheckSpelling([]byte(raw), "decision"), &e, raw)
 	}
 	require.Error(t, CheckSpelling([]byte(`[]`), "decision"))
+}
+
+// TestMemberName reads every member name as encoding/json does: the bytes
+// of a plain ASCII name, and escapes, non-ASCII and invalid UTF-8 decoded
+// by the decoder itself, so that names it reads alike are one member.
+func TestMemberName(t *testing.T) {
+	for _, quoted := range []string{`"a"`, `""`, `"tool_calls"`, `"a b~"`, `"\u0061"`, `"a\"b"`, `"\\"`,
+		`"é"`, `"\u00e9"`, "\"\xff\"", "\"\xef\xbf\xbd\"", `"\ud800"`, "\"a\x7f\""} {
+		var want string
+		require.NoError(t, json.Unmarshal([]byte(quoted), &want), quoted)
+		assert.Equal(t, want, memberName([]byte(quoted)), quoted)
+	}
+	for _, doc := range []string{`{"é": 1, "\u00e9": 2}`, "{\"\xff\": 1, \"\xfe\": 2}", "{\"\xff\": 1, \"\uFFFD\": 2}"} {
+		var e *Error
+		require.ErrorAs(t, CheckDuplicates([]byte(doc)), &e, doc)
+		assert.Equal(t, "duplicate key (keys must be unique)", e.Reason)
+	}
 }

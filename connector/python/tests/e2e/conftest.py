@@ -2,7 +2,8 @@
 
 One session stack: the svc engine (built from this tree, OPA in server mode with the real opa, an operator
 token and a resolver token of the human alice), three `svc connector`s in front of it (hold wait 20 s, hold
-wait 0, and one whose engine is a dead port), the fake OpenAI-compatible upstream, and a real LiteLLM proxy
+wait 0, and one whose engine is a dead port), a second engine whose pack attaches an obligation outside the
+closed set with its own connector, the fake OpenAI-compatible upstream, and a real LiteLLM proxy
 per path, started on first use. Models scope the guardrails (`model_list[].litellm_params.guardrails`), so one
 proxy serves every path-1 case and another every path-2 case. Teardown stops everything.
 """
@@ -16,10 +17,11 @@ import pytest
 
 from svc_e2e.cases import ask
 from svc_e2e.connector import CONNECTOR_TOKEN, Connector, DeadPort, start_connector
-from svc_e2e.engine import Engine, build_svc, start_engine
+from svc_e2e.engine import Engine, build_svc, pack_with_obligations, start_engine
 from svc_e2e.proxy import Proxy, action_guardrail, deployed_guardrail, generic_guardrail, start_proxy
-from svc_e2e.topology import (HOLD_WAIT, KEYS, P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P1_PRE_CALL_MODEL,
-                              P2_DOWN_MODEL, P2_MODEL, P2_NOWAIT_MODEL, PLAIN_MODEL, Stack)
+from svc_e2e.topology import (HOLD_WAIT, KEYS, P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL,
+                              P1_OBLIGATIONS_MODEL, P1_PRE_CALL_MODEL, P2_DOWN_MODEL, P2_MODEL, P2_NOWAIT_MODEL,
+                              P2_OBLIGATIONS_MODEL, PLAIN_MODEL, UNKNOWN_OBLIGATION, Stack)
 from svc_e2e.upstream import FakeModel, Scenario
 
 def warm_up(proxy: Proxy) -> None:
@@ -48,7 +50,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory, svc_bin: Path) -> Iterator[S
                                  ("connector-engine-down", HOLD_WAIT, dead.url)):
             conns.append(start_connector(root / name, svc_bin, core, wait))
             started.append(conns[-1])
-        yield Stack(engine, conns[0], conns[1], conns[2], model, dead)
+        pack = pack_with_obligations(root / "obligations-pack", "credential", ["notify", UNKNOWN_OBLIGATION])
+        obligations_engine = start_engine(root / "engine-obligations", svc_bin, policy_dir=pack)
+        started.append(obligations_engine)
+        conns.append(start_connector(root / "connector-obligations", svc_bin, obligations_engine.url, 0))
+        started.append(conns[-1])
+        yield Stack(engine, conns[0], conns[1], conns[2], model, dead, obligations_engine, conns[3])
     finally:
         for proc in reversed(started):
             proc.stop()
@@ -65,9 +72,11 @@ def proxy_path1(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Itera
         deployed_guardrail(1, "svc-p1-nowait", api_base=stack.connector_nowait.url, default_on=False),
         generic_guardrail("svc-p1-engine-down", stack.connector_engine_down.url),
         generic_guardrail("svc-p1-pre", stack.connector.url, mode=["pre_call", "post_call"]),
+        generic_guardrail("svc-p1-obligations", stack.connector_obligations.url),
     ]
     models = {P1_MODEL: ["svc-p1"], P1_NOWAIT_MODEL: ["svc-p1-nowait"],
-              P1_ENGINE_DOWN_MODEL: ["svc-p1-engine-down"], P1_PRE_CALL_MODEL: ["svc-p1-pre"], PLAIN_MODEL: []}
+              P1_ENGINE_DOWN_MODEL: ["svc-p1-engine-down"], P1_PRE_CALL_MODEL: ["svc-p1-pre"],
+              P1_OBLIGATIONS_MODEL: ["svc-p1-obligations"], PLAIN_MODEL: []}
     proxy = start_proxy(tmp_path_factory.mktemp("proxy-path1"), stack.model.api_base, guardrails, KEYS,
                         env={"SVC_CONNECTOR_TOKEN": CONNECTOR_TOKEN}, models=models)
     try:
@@ -85,11 +94,12 @@ def proxy_path2(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Itera
         action_guardrail("svc-p2-down", {"svc_hold_wait": HOLD_WAIT, "svc_connector_url_env": "SVC_E2E_DOWN_URL"}),
         # docker-compose.yml's path-2 guardrail, as deployed, without its hold wait.
         deployed_guardrail(2, "svc-p2-nowait", svc_hold_wait=0, default_on=False),
+        action_guardrail("svc-p2-obligations", {"svc_hold_wait": 0, "svc_connector_url_env": "SVC_E2E_OBLIGATIONS_URL"}),
     ]
     models = {P2_MODEL: ["svc-p2"], P2_DOWN_MODEL: ["svc-p2-down"], P2_NOWAIT_MODEL: ["svc-p2-nowait"],
-              PLAIN_MODEL: []}
+              P2_OBLIGATIONS_MODEL: ["svc-p2-obligations"], PLAIN_MODEL: []}
     env = {"SVC_CONNECTOR_TOKEN": CONNECTOR_TOKEN, "SVC_CONNECTOR_URL": stack.connector.url,
-           "SVC_E2E_DOWN_URL": stack.dead.url}
+           "SVC_E2E_DOWN_URL": stack.dead.url, "SVC_E2E_OBLIGATIONS_URL": stack.connector_obligations.url}
     proxy = start_proxy(tmp_path_factory.mktemp("proxy-path2"), stack.model.api_base, guardrails, KEYS,
                         env=env, models=models)
     try:

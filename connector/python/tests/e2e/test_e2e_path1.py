@@ -15,12 +15,13 @@ from typing import Any
 import openai
 import pytest
 
-from svc_e2e.cases import WAIT_FOR_HOLD, mass_delete, pending_hold_for, read_call, void_invoices, wait_for
+from svc_e2e.cases import (WAIT_FOR_HOLD, credential_change, mass_delete, pending_hold_for, read_call, void_invoices,
+                           wait_for)
 from svc_e2e.cases import ask as ask_url
 from svc_e2e.client import error_message, raw_stream, refused, unique
 from svc_e2e.proxy import Proxy
-from svc_e2e.topology import (P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P1_PRE_CALL_MODEL, PROD_KEY,
-                              STAGING_KEY, UNMAPPED_KEY, Stack)
+from svc_e2e.topology import (P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL, P1_OBLIGATIONS_MODEL,
+                              P1_PRE_CALL_MODEL, PROD_KEY, STAGING_KEY, UNKNOWN_OBLIGATION, UNMAPPED_KEY, Stack)
 from svc_e2e.upstream import Scenario
 
 
@@ -199,3 +200,16 @@ def test_streamed_denied_call_reaches_the_client_before_the_error(stack: Stack, 
     message = events[-1]["error"]["message"]
     assert "[rule=svc.policy/irreversible_systemic_prod]" in message
     assert [e["tool"] for e in refused(message)] == ["db_delete_records"]
+
+
+def test_unknown_obligation_is_refused(stack: Stack, proxy_path1: Proxy) -> None:
+    """The engine allows the credential change in staging but attaches an obligation outside the closed set:
+    the connector cannot honour it and the proxy refuses the answer (fail closed)."""
+    call = credential_change(unique("call_hook"))
+    _, entries = refused_by_proxy(proxy_path1, STAGING_KEY.key, P1_OBLIGATIONS_MODEL, Scenario((call,)))
+    assert [(e["tool_call_id"], e["error"], e["rule"]) for e in entries] == [
+        (call.id, "svc_fail_closed", "svc.core/fail_closed")]
+    assert f"obligations the connector does not understand: {UNKNOWN_OBLIGATION}" in entries[0]["reason"]
+    row = next(r for r in stack.connector_obligations.ledger() if r["tool_call_id"] == call.id)
+    assert row["verdict"] == "allow" and row["outcome"] == "fail_closed"
+    assert row["obligations"] == [UNKNOWN_OBLIGATION, "notify"]

@@ -11,10 +11,12 @@ import re
 import threading
 from typing import Any
 
-from svc_e2e.cases import WAIT_FOR_HOLD, ask, mass_delete, pending_hold_for, read_call, void_invoices, wait_for
+from svc_e2e.cases import (WAIT_FOR_HOLD, ask, credential_change, mass_delete, pending_hold_for, read_call,
+                           void_invoices, wait_for)
 from svc_e2e.client import raw_stream, refused, unique
 from svc_e2e.proxy import Proxy
-from svc_e2e.topology import P2_DOWN_MODEL, P2_MODEL, P2_NOWAIT_MODEL, PROD_KEY, STAGING_KEY, Stack
+from svc_e2e.topology import (P2_DOWN_MODEL, P2_MODEL, P2_NOWAIT_MODEL, P2_OBLIGATIONS_MODEL, PROD_KEY, STAGING_KEY,
+                              UNKNOWN_OBLIGATION, Stack)
 from svc_e2e.upstream import Scenario
 
 P2_DEPLOYMENT_ID = "e2e-deployment-1"  # model_info.id of P2_MODEL (first in the path-2 model list)
@@ -161,3 +163,16 @@ def test_session_header_carries_the_budget(stack: Stack, proxy_path2: Proxy) -> 
     assert [(e["error"], e["rule"]) for e in entries] == [("svc_hold_timeout", "svc.policy/session_delete_budget")]
     hold = stack.engine.hold(entries[0]["hold_id"])
     assert hold["envelope"]["agent"]["session_id"] == f"gateway:acme-staging:{session['x-svc-session']}"
+
+
+def test_unknown_obligation_is_refused(stack: Stack, proxy_path2: Proxy) -> None:
+    """The engine allows the credential change in staging but attaches an obligation outside the closed set:
+    the module's route refuses that call (fail closed) and keeps the allowed read beside it."""
+    read, hook = read_call(unique("call_read")), credential_change(unique("call_hook"))
+    resp = ask(proxy_path2.url, STAGING_KEY.key, P2_OBLIGATIONS_MODEL, Scenario((read, hook)))
+    assert tool_names(resp.choices[0].message) == ["crm_get_customer"]
+    rows = {r["tool_call_id"]: r for r in stack.connector_obligations.ledger()}
+    assert rows[hook.id]["outcome"] == "fail_closed" and rows[hook.id]["verdict"] == "allow"
+    assert rows[hook.id]["transport"] == "in_process"
+    assert UNKNOWN_OBLIGATION in rows[hook.id]["reason"]
+    assert rows[read.id]["outcome"] == "allow"

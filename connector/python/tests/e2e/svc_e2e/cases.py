@@ -29,6 +29,12 @@ def void_invoices(customer: str, call_id: str | None = None) -> ToolCall:
                     {"customer_id": customer, "invoice_ids": [f"in_{i}" for i in range(40)]}, call_id)
 
 
+def credential_change(call_id: str | None = None) -> ToolCall:
+    """A webhook endpoint change: the credential table's words (the obligations engine attaches notify and
+    UNKNOWN_OBLIGATION to it; allowed in staging, the obligations aside)."""
+    return ToolCall("set_webhook_endpoint", {"url": f"https://hooks.example.com/{unique('hook')}"}, call_id)
+
+
 def ask(base_url: str, key: str, model: str, scenario: Scenario, headers: dict[str, str] | None = None) -> Any:
     """One non-streamed chat completion through the proxy with a real OpenAI client."""
     with openai_client(base_url, key) as client:

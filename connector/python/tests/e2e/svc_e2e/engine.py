@@ -136,9 +136,19 @@ class Engine:
         return [a for a in self.audit() if a.get("event") == "decision"]
 
 
-def start_engine(workdir: Path, svc_bin: Path, opa_mode: str = "server") -> Engine:
-    """Start `svc serve` on a free loopback port with the bundled policy, the real opa, an operator token and
-    the resolver token of alice; return once /healthz answers."""
+def pack_with_obligations(workdir: Path, table: str, obligations: list[str]) -> Path:
+    """A copy of the bundled pack whose sensitive-action table `table` carries obligations."""
+    pack = workdir / "policy"
+    shutil.copytree(REPO_ROOT / "rego" / "policy", pack)
+    data = json.loads((pack / "data.json").read_text())
+    data["svc"]["sensitive"][table]["obligations"] = obligations
+    (pack / "data.json").write_text(json.dumps(data))
+    return pack
+
+
+def start_engine(workdir: Path, svc_bin: Path, opa_mode: str = "server", policy_dir: Path | None = None) -> Engine:
+    """Start `svc serve` on a free loopback port with the bundled policy (or policy_dir), the real opa, an
+    operator token and the resolver token of alice; return once /healthz answers."""
     workdir.mkdir(parents=True, exist_ok=True)
     audit = workdir / "audit.jsonl"
     env = base_env({
@@ -151,6 +161,8 @@ def start_engine(workdir: Path, svc_bin: Path, opa_mode: str = "server") -> Engi
         "SVC_RESOLVER_TOKENS": json.dumps({APPROVER_TOKEN: APPROVER}),
         "SVC_LOG_LEVEL": "info",
     })
+    if policy_dir is not None:
+        env["SVC_POLICY_DIR"] = str(policy_dir)
     proc, port = start_on_free_port("svc serve", [str(svc_bin), "serve"], env, "SVC_PORT",
                                     workdir / "engine.log", "/healthz")
     return Engine(proc, port, audit, workdir)

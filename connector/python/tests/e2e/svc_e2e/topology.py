@@ -24,6 +24,11 @@ P1_PRE_CALL_MODEL = "gpt-p1-pre-and-post"  # its guardrail runs pre_call and pos
 PLAIN_MODEL = "gpt-plain"
 # Models of the path-2 proxy.
 P2_MODEL, P2_DOWN_MODEL, P2_NOWAIT_MODEL = "gpt-p2", "gpt-p2-connector-down", "gpt-p2-nowait"
+# Models of either proxy whose guardrail asks the connector in front of the obligations engine.
+P1_OBLIGATIONS_MODEL, P2_OBLIGATIONS_MODEL = "gpt-p1-obligations", "gpt-p2-obligations"
+# The obligations the obligations engine's pack gives its credential table: notify, of the closed set, and
+# max_rate, outside it.
+UNKNOWN_OBLIGATION = "max_rate"
 
 
 @dataclass
@@ -36,3 +41,5 @@ class Stack:
     connector_engine_down: Connector  # its engine URL is a dead port
     model: FakeModel
     dead: DeadPort
+    obligations_engine: Engine  # its pack's credential table carries notify and UNKNOWN_OBLIGATION
+    connector_obligations: Connector  # in front of obligations_engine
