@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/holds"
@@ -25,6 +26,7 @@ type app struct {
 	engine   *engine.Engine
 	closers  []func() error
 	cancel   context.CancelFunc
+	bgCtx    context.Context // of the background work; ended by cancel
 	exporter *export.Exporter
 }
 
@@ -52,9 +54,9 @@ func (a *app) open(ctx context.Context) error {
 	if err := a.openExport(); err != nil {
 		return err
 	}
-	db, err := ledger.Open(ctx, cfg.HoldsPath, cfg.Durability)
+	db, err := a.openDB(ctx)
 	if err != nil {
-		return fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)
+		return err
 	}
 	a.closers = append(a.closers, db.Close)
 	budgets, err := ledger.NewBudgets(ctx, db)
@@ -80,7 +82,7 @@ func (a *app) open(ctx context.Context) error {
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
 		Terminal: resolver.Terminal},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
-			Publisher: a.exporter, Observer: observer, Logger: log})
+			Publisher: a.exporter, Observer: observer, Logger: log, Subjects: subjectLocker(db)})
 	if err != nil {
 		return err
 	}
@@ -105,7 +107,39 @@ func (a *app) open(ctx context.Context) error {
 	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes}, deps)
 	a.handler, a.endWaits = srv.Handler(), srv.EndHoldWaits
 	a.background(ctx, resolver, budgets)
+	if db.Postgres() {
+		a.follow(kill, srv)
+	}
 	return nil
+}
+
+// openDB opens the PostgreSQL database of SVC_DATABASE_URL, with every
+// statement bounded by the decision deadline (SVC_OPA_TIMEOUT), or else
+// the SQLite file of SVC_HOLDS_PATH.
+func (a *app) openDB(ctx context.Context) (*ledger.DB, error) {
+	cfg := a.cfg
+	if cfg.DatabaseURL == "" {
+		db, err := ledger.Open(ctx, cfg.HoldsPath, cfg.Durability)
+		if err != nil {
+			return nil, fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)
+		}
+		return db, nil
+	}
+	db, err := ledger.OpenPostgres(ctx, cfg.DatabaseURL, cfg.Durability, cfg.OPATimeout)
+	if err != nil {
+		return nil, fmt.Errorf("open database (SVC_DATABASE_URL): %w", err)
+	}
+	return db, nil
+}
+
+// subjectLocker is the cross-replica lock of budget subjects of a shared
+// (PostgreSQL) database; nil for SQLite, where this engine is the only
+// writer.
+func subjectLocker(db *ledger.DB) engine.SubjectLocker {
+	if !db.Postgres() {
+		return nil
+	}
+	return db
 }
 
 // policyDir returns SVC_POLICY_DIR or the bundled pack written to a private
@@ -122,9 +156,56 @@ func (a *app) policyDir() (string, error) {
 	return dir, nil
 }
 
+// FreezeCheckInterval is how often a replica on PostgreSQL re-reads the
+// freeze state, besides waking on its notification: the bound of how long a
+// freeze set through another replica takes to apply here when the
+// notification is lost (docs/deploy.md).
+const FreezeCheckInterval = 2 * time.Second
+
+// follow keeps a replica on PostgreSQL in step with the others: it wakes
+// the long-polls of holds that another replica resolves and applies the
+// freeze state another replica sets, on their notifications (LISTEN) and,
+// for the freeze, every FreezeCheckInterval.
+func (a *app) follow(kill *engine.KillSwitch, srv *engine.Server) {
+	ctx := a.bgCtx
+	freeze := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case freeze <- struct{}{}:
+		default:
+		}
+	}
+	go database.Listen(ctx, a.cfg.DatabaseURL, []string{holds.HoldsChannel, ledger.FreezeChannel},
+		func(channel, payload string) {
+			if channel == holds.HoldsChannel {
+				srv.HoldResolved(payload)
+				return
+			}
+			poke()
+		}, func(err error) {
+			a.log.Warn().Err(err).Msg("notifications from other replicas lost; reconnecting")
+		})
+	go func() {
+		t := time.NewTicker(FreezeCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-freeze:
+			}
+			if err := kill.Sync(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn().Err(err).Msg("freeze state of the other replicas unreadable")
+			}
+		}
+	}()
+}
+
 // background starts the hold expiry sweep and the ledger pruning.
 func (a *app) background(ctx context.Context, resolver *holds.Service, budgets *ledger.Budgets) {
 	ctx, a.cancel = context.WithCancel(ctx)
+	a.bgCtx = ctx
 	go func() {
 		if err := resolver.Run(ctx, 5*time.Second); err != nil && ctx.Err() == nil {
 			a.log.Error().Err(err).Msg("hold expiry sweep stopped")

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/viper"
 
+	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/ledger"
@@ -37,6 +39,7 @@ type Config struct {
 	Window         time.Duration
 	AuditLog       string
 	HoldsPath      string
+	DatabaseURL    string // postgres:// URL of a PostgreSQL database shared by replicas; "" keeps SQLite at HoldsPath
 	Durability     ledger.Durability // when an answered decision counts as stored: full or os
 	HoldTTL        time.Duration
 	Freeze         bool
@@ -54,7 +57,7 @@ type Config struct {
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
 	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600",
-	"audit_log": "", "holds_path": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
+	"audit_log": "", "holds_path": "", "database_url": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
 	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
 	"gate_introspection_cache_seconds": strconv.Itoa(engine.DefaultGateCacheSeconds),
@@ -162,6 +165,7 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,
 		AuditLog:       p.str("audit_log"),
 		HoldsPath:      p.str("holds_path"),
+		DatabaseURL:    p.str("database_url"),
 		Durability:     p.durability(),
 		HoldTTL:        time.Duration(p.integer("hold_ttl_seconds", 1, 366*24*3600)) * time.Second,
 		Freeze:         p.boolean("freeze"),
@@ -222,6 +226,25 @@ func (p *parser) checkLocalOPA(c Config) {
 	}
 }
 
+// checkDatabase checks SVC_DATABASE_URL: a postgres:// or postgresql:// URL
+// that parses, and not set beside SVC_HOLDS_PATH, which it replaces.
+func (p *parser) checkDatabase(c Config) {
+	if c.DatabaseURL == "" {
+		return
+	}
+	if !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		p.fail("database_url", "must be a postgres:// or postgresql:// URL")
+		return
+	}
+	if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {
+		p.fail("database_url", "must be a valid PostgreSQL URL: %s", database.Redact(c.DatabaseURL))
+		return
+	}
+	if c.HoldsPath != "" {
+		p.fail("database_url", "replaces SVC_HOLDS_PATH (the SQLite file); set only one of them")
+	}
+}
+
 // trueUnlessOptedOut reads a safety setting whose spec-defined fallback is
 // on (SVC_REQUIRE_VERIFIED_APPROVER, SVC_VERIFY_SSL): only an explicit
 // false|0|no|off, in any case, opts out; any other value reads as true.
@@ -249,6 +272,7 @@ func (p *parser) check(c Config) {
 	if err := c.Gate.Validate(); err != nil {
 		p.errs = append(p.errs, err)
 	}
+	p.checkDatabase(c)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

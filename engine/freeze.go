@@ -166,6 +166,47 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 	return FreezeView{FreezeState: k.state, Pinned: k.pinned, Changed: true}, nil
 }
 
+// Sync adopts the state stored by another engine sharing the store (a
+// replica): when it differs from this engine's, it is applied, waiting for
+// the decisions being made as Set does, and this engine exports its own
+// kill_switch event (flipped or cleared). The change is already on record
+// and published by the replica that made it. SVC_FREEZE's pin on this
+// engine still holds: a stored clear leaves a pinned engine frozen.
+func (k *KillSwitch) Sync(ctx context.Context) error {
+	st, err := k.store.LoadFreeze(ctx)
+	if err != nil {
+		return fmt.Errorf("sync freeze state: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if sameFreeze(st, k.state) {
+		return nil
+	}
+	frozen := st.Frozen || k.pinned
+	k.engine.freeze.Lock()
+	flipped := k.engine.frozen.Load() != frozen
+	k.state = st
+	k.engine.frozen.Store(frozen)
+	k.engine.freeze.Unlock()
+	if flipped {
+		action := "cleared"
+		if frozen {
+			action = "flipped"
+		}
+		shown := st
+		shown.Frozen = frozen
+		k.emit(action, shown)
+	}
+	return nil
+}
+
+// sameFreeze reports whether a and b are the same state, as stored (to
+// the millisecond).
+func sameFreeze(a, b FreezeState) bool {
+	return a.Frozen == b.Frozen && a.Reason == b.Reason && a.By == b.By && a.FromPin == b.FromPin &&
+		a.UpdatedTS.UnixMilli() == b.UpdatedTS.UnixMilli()
+}
+
 // adopt makes a freeze that only SVC_FREEZE holds the caller's too: on
 // record (an audit line) and stored as set through the API, so that it
 // outlasts the pin. The flag does not change, so nothing is published.

@@ -8,20 +8,35 @@ import (
 	"io/fs"
 	"sort"
 	"time"
+
+	"github.com/svc-dev/svc/database"
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations/postgres/*.sql
 var migrations embed.FS
 
 // migrate applies every embedded migration not yet recorded in
 // holds_migrations (a table of its own, so the ledger's migrations table
 // in the same database never clashes), each in its own transaction.
-func migrate(ctx context.Context, db *sql.DB) error {
+//
+// On PostgreSQL (pg) it applies the migrations/postgres set, holding an
+// advisory lock so that replicas starting together migrate one at a time.
+func migrate(ctx context.Context, db *sql.DB, pg bool) error {
+	if !pg {
+		return migrateSet(ctx, db, "migrations/*.sql")
+	}
+	return database.WithLock(ctx, db, "svc/migrate", func(*sql.Conn) error {
+		return migrateSet(ctx, db, "migrations/postgres/*.sql")
+	})
+}
+
+// migrateSet applies the migrations that glob names.
+func migrateSet(ctx context.Context, db *sql.DB, glob string) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS holds_migrations (
-		name TEXT PRIMARY KEY, applied_ms INTEGER NOT NULL)`); err != nil {
+		name TEXT PRIMARY KEY, applied_ms BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("create holds_migrations: %w", err)
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	names, err := fs.Glob(migrations, glob)
 	if err != nil {
 		return fmt.Errorf("list migrations: %w", err)
 	}

@@ -84,7 +84,7 @@ func (d Durability) synchronous() string {
 // holds_migrations).
 const migrationPrefix = "ledger/"
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations/postgres/*.sql
 var migrationFS embed.FS
 
 // DB is svc's SQLite database.
@@ -97,6 +97,7 @@ type DB struct {
 	path       string
 	durability Durability
 	temp       string      // private directory removed on Close; "" for a durable path
+	pg         bool        // a PostgreSQL database (OpenPostgres), not a SQLite file
 	file       os.FileInfo // the database file as opened, to detect its removal (checkFile)
 
 	// writer serialises this package's write transactions in Go: SQLite's
@@ -167,7 +168,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	if _, err := db.db.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("create migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	names, err := fs.Glob(migrationFS, db.migrationGlob())
 	if err != nil {
 		return err
 	}
@@ -218,6 +219,9 @@ var errFileGone = errors.New("database file removed or replaced while svc runs")
 // During a write transaction SQLite has the log open, and so created; only
 // its removal can make it missing then.
 func (db *DB) checkFile() error {
+	if db.pg {
+		return nil
+	}
 	fi, err := os.Stat(db.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -246,7 +250,7 @@ func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // SQLite's busy wait ignores the context.
 func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	deadline, ok := ctx.Deadline()
-	if !ok {
+	if !ok || db.pg { // PostgreSQL's lock waits end with ctx
 		return db.write(ctx, fn)
 	}
 	conn, err := db.db.Conn(ctx)
@@ -301,6 +305,9 @@ func (db *DB) writeTx(ctx context.Context, begin func(context.Context, *sql.TxOp
 // time, since SQLite may remove and re-create it; a missing log has nothing
 // to flush.
 func (db *DB) syncWAL() error {
+	if db.pg {
+		return nil
+	}
 	f, err := os.Open(db.path + "-wal")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
