@@ -39,7 +39,7 @@ type Config struct {
 	Window         time.Duration
 	AuditLog       string
 	HoldsPath      string
-	DatabaseURL    string // postgres:// URL of a PostgreSQL database shared by replicas; "" keeps SQLite at HoldsPath
+	DatabaseURL    string            // postgres:// URL of a PostgreSQL database shared by replicas; "" keeps SQLite at HoldsPath
 	Durability     ledger.Durability // when an answered decision counts as stored: full or os
 	HoldTTL        time.Duration
 	Freeze         bool
