@@ -226,22 +226,23 @@ func (p *parser) checkLocalOPA(c Config) {
 	}
 }
 
-// checkDatabase checks SVC_DATABASE_URL: a postgres:// or postgresql:// URL
-// that parses, and not set beside SVC_HOLDS_PATH, which it replaces.
-func (p *parser) checkDatabase(c Config) {
-	if c.DatabaseURL == "" {
+// checkDatabase checks SVC_DATABASE_URL, url: a postgres:// or
+// postgresql:// URL that parses, and not set beside the SQLite file it
+// replaces (file, named by fileVar).
+func (p *parser) checkDatabase(url, fileVar, file string) {
+	if url == "" {
 		return
 	}
-	if !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
 		p.fail("database_url", "must be a postgres:// or postgresql:// URL")
 		return
 	}
-	if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {
-		p.fail("database_url", "must be a valid PostgreSQL URL: %s", database.Redact(c.DatabaseURL))
+	if _, err := pgx.ParseConfig(url); err != nil {
+		p.fail("database_url", "must be a valid PostgreSQL URL: %s", database.Redact(url))
 		return
 	}
-	if c.HoldsPath != "" {
-		p.fail("database_url", "replaces SVC_HOLDS_PATH (the SQLite file); set only one of them")
+	if file != "" {
+		p.fail("database_url", "replaces %s; set only one of them", fileVar)
 	}
 }
 
@@ -272,7 +273,7 @@ func (p *parser) check(c Config) {
 	if err := c.Gate.Validate(); err != nil {
 		p.errs = append(p.errs, err)
 	}
-	p.checkDatabase(c)
+	p.checkDatabase(c.DatabaseURL, "SVC_HOLDS_PATH (the SQLite file)", c.HoldsPath)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -133,3 +133,34 @@ func testViper(set map[string]string) *viper.Viper {
 	}
 	return v
 }
+
+// TestLoadConfigDatabaseURL: SVC_DATABASE_URL must be a PostgreSQL URL, is
+// never echoed with its password, and replaces SVC_HOLDS_PATH rather than
+// sit beside it.
+func TestLoadConfigDatabaseURL(t *testing.T) {
+	tests := []struct {
+		name    string
+		set     map[string]string
+		wantErr string // "" = valid
+	}{
+		{name: "postgres url", set: map[string]string{"database_url": "postgres://svc:s3cret@db:5432/svc"}},
+		{name: "postgresql url", set: map[string]string{"database_url": "postgresql://svc@db/svc?sslmode=verify-full"}},
+		{name: "other scheme", set: map[string]string{"database_url": "mysql://svc:s3cret@db/svc"},
+			wantErr: "SVC_DATABASE_URL: must be a postgres:// or postgresql:// URL"},
+		{name: "unparseable", set: map[string]string{"database_url": "postgres://svc:s3cret@db:notaport/svc"},
+			wantErr: "SVC_DATABASE_URL: must be a valid PostgreSQL URL"},
+		{name: "beside the sqlite file", set: map[string]string{"database_url": "postgres://db/svc", "holds_path": "/var/lib/svc/svc.db"},
+			wantErr: "SVC_DATABASE_URL: replaces SVC_HOLDS_PATH"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig(testViper(tt.set))
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+			assert.NotContains(t, err.Error(), "s3cret")
+		})
+	}
+}

@@ -59,7 +59,7 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)}
 	}
-	led, err := gwledger.Open(ctx, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
+	led, err := openGatewayLedger(ctx, cfg.DatabaseURL, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -131,11 +131,16 @@ func newConnectorLedgerCommand() *cobra.Command {
 			return out.validate()
 		},
 		RunE: func(c *cobra.Command, _ []string) error {
-			path := (&parser{v: v}).str("gateway_ledger_path")
-			if connector.InMemory(path) {
-				return &exitError{code: 2, err: errors.New("SVC_GATEWAY_LEDGER_PATH: must name the ledger file of the connector")}
+			p := &parser{v: v}
+			path, url := p.str("gateway_ledger_path"), p.str("database_url")
+			p.checkDatabase(url, "SVC_GATEWAY_LEDGER_PATH (the SQLite file)", path)
+			if err := p.first(); err != nil {
+				return &exitError{code: 2, err: err}
 			}
-			led, err := gwledger.Open(c.Context(), path, true)
+			if url == "" && connector.InMemory(path) {
+				return &exitError{code: 2, err: errors.New("SVC_GATEWAY_LEDGER_PATH: must name the ledger file of the connector (or SVC_DATABASE_URL its database)")}
+			}
+			led, err := openGatewayLedger(c.Context(), url, path, true)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -178,4 +183,13 @@ func orDash(s *string) string {
 		return "-"
 	}
 	return *s
+}
+
+// openGatewayLedger opens the gateway ledger in the PostgreSQL database at
+// url (SVC_DATABASE_URL) or else the SQLite file at path.
+func openGatewayLedger(ctx context.Context, url, path string, synced bool) (*gwledger.Ledger, error) {
+	if url != "" {
+		return gwledger.OpenPostgres(ctx, url)
+	}
+	return gwledger.Open(ctx, path, synced)
 }
