@@ -48,7 +48,7 @@ type ConnectorConfig struct {
 	ToolMapFile    string
 	HoldWait       time.Duration
 	LedgerPath     string
-	DatabaseURL    string // postgres:// URL of a ledger shared by connectors; "" keeps SQLite at LedgerPath
+	DatabaseURL    string            // postgres:// URL of a ledger shared by connectors; "" keeps SQLite at LedgerPath
 	Durability     ledger.Durability // full: each ledger commit synced before the answer; os: written to the OS
 	Mode           string
 	LogLevel       string
