@@ -207,18 +207,27 @@ func (c *Cluster) url(db string) string {
 // NewDatabase creates an empty database and returns its URL.
 func (c *Cluster) NewDatabase(t testing.TB) string {
 	t.Helper()
+	url, err := c.CreateDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// CreateDatabase creates an empty database and returns its URL.
+func (c *Cluster) CreateDatabase() (string, error) {
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
 	db, err := sql.Open("pgx", c.url("postgres"))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer func() { _ = db.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
+		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
-	return c.url(name)
+	return c.url(name), nil
 }
 
 func freePort() (int, error) {
