@@ -150,6 +150,11 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 	if k.pinned && !frozen {
 		return FreezeView{}, ErrFreezePinned
 	}
+	// Another engine sharing the store may have changed the state since
+	// this one last read it: the change is made from the stored state.
+	if err := k.sync(ctx); err != nil {
+		return FreezeView{}, err
+	}
 	if k.state.Frozen == frozen {
 		if frozen && k.state.FromPin {
 			if err := k.adopt(ctx, reason, by); err != nil {
@@ -173,12 +178,17 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 // and published by the replica that made it. SVC_FREEZE's pin on this
 // engine still holds: a stored clear leaves a pinned engine frozen.
 func (k *KillSwitch) Sync(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.sync(ctx)
+}
+
+// sync is Sync under k.mu.
+func (k *KillSwitch) sync(ctx context.Context) error {
 	st, err := k.store.LoadFreeze(ctx)
 	if err != nil {
 		return fmt.Errorf("sync freeze state: %w", err)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	if sameFreeze(st, k.state) {
 		return nil
 	}
