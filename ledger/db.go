@@ -280,12 +280,14 @@ func (db *DB) release(conn *sql.Conn) {
 // writeTx is write on a transaction begun by begin.
 func (db *DB) writeTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error),
 	fn func(tx *sql.Tx) error) error {
-	select {
-	case db.writer <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	if !db.pg { // PostgreSQL orders concurrent writers itself, across replicas too
+		select {
+		case db.writer <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-db.writer }()
 	}
-	defer func() { <-db.writer }()
 	tx, err := begin(ctx, nil)
 	if err != nil {
 		return err

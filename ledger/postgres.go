@@ -89,11 +89,15 @@ func (db *DB) LockSubjects(ctx context.Context, names []string) (func(), error) 
 	if err != nil {
 		return nil, fmt.Errorf("lock budget subjects: %w", err)
 	}
-	for _, name := range names {
-		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, database.LockKey("subject/"+name)); err != nil {
-			discard(conn)
-			return nil, fmt.Errorf("lock budget subject %q: %w", name, err)
-		}
+	keys := make([]int64, len(names))
+	for i, name := range names {
+		keys[i] = database.LockKey("subject/" + name)
+	}
+	// One round trip: unnest yields the keys in order, and each row's lock
+	// is taken as the row is produced.
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(k) FROM unnest(CAST(? AS BIGINT[])) AS k`, keys); err != nil {
+		discard(conn)
+		return nil, fmt.Errorf("lock budget subjects %q: %w", names, err)
 	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
