@@ -28,6 +28,7 @@ type app struct {
 	cancel   context.CancelFunc
 	bgCtx    context.Context // of the background work; ended by cancel
 	exporter *export.Exporter
+	ready    []engine.ReadyCheck // the checks of GET /readyz
 }
 
 // openApp builds every part of the engine and checks that OPA runs and the
@@ -54,11 +55,15 @@ func (a *app) open(ctx context.Context) error {
 	if err := a.openExport(); err != nil {
 		return err
 	}
+	if err := checkFreshDatabase(cfg); err != nil {
+		return err
+	}
 	db, err := a.openDB(ctx)
 	if err != nil {
 		return err
 	}
 	a.closers = append(a.closers, db.Close)
+	logState(log, cfg, db.Path())
 	budgets, err := ledger.NewBudgets(ctx, db)
 	if err != nil {
 		return err
@@ -72,13 +77,14 @@ func (a *app) open(ctx context.Context) error {
 		return err
 	}
 	a.closers = append(a.closers, audit.Close)
-	resolver, err := holds.NewService(store, holds.Config{
-		ResolverTokens: cfg.ResolverTokens, RequireVerified: cfg.RequireVerify, ResolutionPolicy: cfg.ResolutionPol,
-	}, audit, a.exporter, log)
+	if err := audit.Writable(); err != nil {
+		return fmt.Errorf("audit log (SVC_AUDIT_LOG=%q): %w", cfg.AuditLog, err)
+	}
+	resolver, err := holds.NewService(store, cfg.holdsConfig(), audit, a.exporter, log)
 	if err != nil {
 		return fmt.Errorf("hold resolution settings: %w", err)
 	}
-	observer, metricsHandler := newMetrics(store, a.exporter)
+	observer, metricsHandler := newMetrics(store, a.exporter, eval)
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
 		Terminal: resolver.Terminal},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
@@ -94,8 +100,14 @@ func (a *app) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.addReady("evaluator", eval.Check)
+	a.addReady("database", db.Writable)
+	a.addReady("audit_log", func(context.Context) error { return audit.Writable() })
+	if p, ok := eval.(packStatuser); ok {
+		a.addReady("policy_pack", func(context.Context) error { return packFresh(p) })
+	}
 	deps := engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, KillSwitch: kill,
-		Health: a.health, Routes: map[string]http.Handler{"GET /metrics": metricsHandler}, Logger: log}
+		Health: a.health, Ready: a.ready, Routes: map[string]http.Handler{"GET /metrics": metricsHandler}, Logger: log}
 	if cfg.Gate.Enabled() {
 		gate, err := engine.NewIntrospector(cfg.Gate)
 		if err != nil {
@@ -104,7 +116,8 @@ func (a *app) open(ctx context.Context) error {
 		a.closers = append(a.closers, gate.Close)
 		deps.Gatekeeper = gate
 	}
-	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes}, deps)
+	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
+		BodyTimeout: cfg.ReadTimeout}, deps)
 	a.handler, a.endWaits = srv.Handler(), srv.EndHoldWaits
 	a.background(ctx, resolver, budgets)
 	if db.Postgres() {
@@ -140,6 +153,28 @@ func subjectLocker(db *ledger.DB) engine.SubjectLocker {
 		return nil
 	}
 	return db
+}
+
+// packStatuser is an evaluator that can tell that the pack it decides with
+// is stale: opa run --server kept the last pack that loaded after an edit
+// failed to load (engine.OPAServer.PackStatus).
+type packStatuser interface {
+	PackStatus() (stale bool, err error)
+}
+
+// packFresh is the policy_pack readiness check: failing, with opa's load
+// error, while the pack in force is not the one on disk.
+func packFresh(p packStatuser) error {
+	if stale, err := p.PackStatus(); stale {
+		return fmt.Errorf("stale: the last edit of the pack failed to load, the previous pack decides: %w", err)
+	}
+	return nil
+}
+
+// addReady adds a named check to GET /readyz: one line per part whose
+// readiness the engine reports (docs/api.md#readyz).
+func (a *app) addReady(name string, check func(context.Context) error) {
+	a.ready = append(a.ready, engine.ReadyCheck{Name: name, Check: check})
 }
 
 // policyDir returns SVC_POLICY_DIR or the bundled pack written to a private
@@ -255,9 +290,9 @@ func (a *app) health() map[string]any {
 	return map[string]any{"version": Version, "frozen": a.engine.Frozen(), "export": a.exporter.Stats()}
 }
 
-func (a *app) started(addr string) {
+func (a *app) started(addr string, conns int) {
 	a.lifecycle("start")
-	a.log.Info().Str("addr", addr).Str("version", Version).Str("durability", string(a.cfg.Durability)).Bool("frozen", a.engine.Frozen()).Msg("svc serving")
+	a.log.Info().Str("addr", addr).Int("max_connections", conns).Str("version", Version).Str("durability", string(a.cfg.Durability)).Bool("frozen", a.engine.Frozen()).Msg("svc serving")
 }
 
 // Close stops background work and closes every part; it is idempotent.

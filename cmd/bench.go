@@ -45,8 +45,9 @@ func newBenchCommand() *cobra.Command {
 			"--duration each, with a mix of reads, writes, outbound sends and deletes over --sessions sessions, so\n" +
 			"budgets trip and holds are created. Prints p50/p90/p99 latency and decisions/s per concurrency and,\n" +
 			"with --opa-runs, the same figures for a bare `opa eval` of the policy as the baseline. The last line,\n" +
-			"`answered N`, counts the decisions the engine answered (each one must be in its audit log).",
-		Args: cobra.NoArgs,
+			"`answered N`, counts the decisions the engine answered (each one must be in its audit log).\n" +
+			"Exit code: 0 done, 1 the runs failed (engine unreachable, an unanswered decision), 64 usage error.",
+		Args: argsOf(0, "no argument"),
 		PreRunE: func(*cobra.Command, []string) error {
 			if p.url == "" {
 				p.url = strings.TrimSpace(v.GetString("core_url"))
@@ -64,7 +65,7 @@ func newBenchCommand() *cobra.Command {
 			// policy copy are cleaned up, rather than left behind.
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runBench(ctx, p, c.OutOrStdout())
+			return failure(runBench(ctx, p, c.OutOrStdout()))
 		},
 	}
 	// pflag takes a usage's first `quoted` word as the placeholder of the
@@ -88,14 +89,14 @@ func newBenchCommand() *cobra.Command {
 
 func (p *benchParams) validate() error {
 	if _, ok := httpURL(p.url); !ok {
-		return &exitError{code: 2, err: fmt.Errorf("--url: must be the engine's http(s) base URL, got %q", redactURL(p.url))}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--url: must be the engine's http(s) base URL, got %q", redactURL(p.url))}
 	}
 	if p.duration <= 0 || p.sessions < 1 || p.opaRuns < 0 || p.procs < 0 {
-		return &exitError{code: 2, err: fmt.Errorf("--duration, --sessions must be positive and --opa-runs, --procs not negative")}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--duration, --sessions must be positive and --opa-runs, --procs not negative")}
 	}
 	for _, n := range p.concurrency {
 		if n < 1 || n > 4096 {
-			return &exitError{code: 2, err: fmt.Errorf("--concurrency: %d is not from 1 to 4096", n)}
+			return &exitError{code: exitUsage, err: fmt.Errorf("--concurrency: %d is not from 1 to 4096", n)}
 		}
 	}
 	return nil

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,13 +25,17 @@ type client struct {
 	http  *http.Client
 }
 
-func newClient() (*client, error) {
+// newClient reads the client settings; a warning about them goes to warn.
+func newClient(warn io.Writer) (*client, error) {
 	p := &parser{v: newViper(clientDefaults)}
 	raw := p.str("core_url")
-	verify := trueUnlessOptedOut(p.str("verify_ssl"))
+	verify := p.safetySwitch("verify_ssl")
 	timeout := p.seconds("client_timeout", time.Second, time.Hour)
 	if err := p.first(); err != nil {
 		return nil, err
+	}
+	for _, w := range p.warns {
+		fmt.Fprintln(warn, "svc: warning:", w)
 	}
 	u, ok := httpURL(raw)
 	if !ok {
@@ -42,19 +48,71 @@ func newClient() (*client, error) {
 
 // apiError is an engine answer other than 2xx.
 type apiError struct {
-	status int
-	body   map[string]any
+	status   int
+	body     map[string]any
+	hasToken bool // SVC_CORE_TOKEN was sent
 }
 
-// Error names the status and the fields of the engine's error body.
+// firstFields are the members of an error body printed first, in this
+// order; the others follow in name order, and remedy last, one line each.
+var firstFields = []string{"error", "field", "reason", "status", "hold_id", "principal", "rule", "allowed"}
+
+// Error names the status and every member of the engine's error body
+// (error, reason, the remedy's actions and the like), and what to do about
+// a 401.
 func (e *apiError) Error() string {
 	parts := []string{fmt.Sprintf("engine answered %d", e.status)}
-	for _, k := range []string{"error", "field", "reason", "status", "hold_id"} {
-		if v, ok := e.body[k]; ok && v != "" {
-			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+	seen := map[string]bool{"remedy": true}
+	for _, k := range append(slices.Clone(firstFields), slices.Sorted(maps.Keys(e.body))...) {
+		v, ok := e.body[k]
+		if !ok || seen[k] || v == "" || v == nil {
+			continue
+		}
+		seen[k] = true
+		parts = append(parts, k+"="+fieldText(v))
+	}
+	msg := strings.Join(parts, " ")
+	if r, ok := e.body["remedy"].(map[string]any); ok {
+		msg += remedyText(r)
+	}
+	if e.status == http.StatusUnauthorized {
+		if e.hasToken {
+			msg += "\nthe engine does not accept SVC_CORE_TOKEN: set it to the engine's SVC_AUTH_TOKEN or a token of its SVC_RESOLVER_TOKENS"
+		} else {
+			msg += "\nSVC_CORE_TOKEN is not set: set it to the engine's SVC_AUTH_TOKEN or a token of its SVC_RESOLVER_TOKENS"
 		}
 	}
-	return strings.Join(parts, " ")
+	return msg
+}
+
+// fieldText renders a member of an error body: a string as is, anything
+// else as JSON.
+func fieldText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(raw)
+}
+
+// remedyText renders a remedy member ({why, actions, docs}) as lines.
+func remedyText(r map[string]any) string {
+	var b strings.Builder
+	b.WriteString("\nremedy:")
+	if why, ok := r["why"].(string); ok && why != "" {
+		b.WriteString(" (" + why + ")")
+	}
+	actions, _ := r["actions"].([]any)
+	for _, a := range actions {
+		b.WriteString("\n  - " + fieldText(a))
+	}
+	if docs, ok := r["docs"].(string); ok && docs != "" {
+		b.WriteString("\n  see " + docs)
+	}
+	return b.String()
 }
 
 // do sends a request and decodes a JSON answer into out. A non-2xx answer
@@ -83,7 +141,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 		return resp.StatusCode, fmt.Errorf("read engine answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		e := &apiError{status: resp.StatusCode, body: map[string]any{}}
+		e := &apiError{status: resp.StatusCode, body: map[string]any{}, hasToken: c.token != ""}
 		_ = json.Unmarshal(raw, &e.body) // a body that is not JSON leaves only the status
 		_ = json.Unmarshal(raw, out)
 		return resp.StatusCode, e

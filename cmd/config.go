@@ -15,6 +15,7 @@ import (
 	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/export"
+	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 )
 
@@ -23,6 +24,10 @@ const (
 	minBodyBytes  = 1024
 	maxBodyBytes  = 64 << 20
 	maxOPATimeout = 300 * time.Second
+	// maxReadTimeout bounds SVC_READ_TIMEOUT, maxConnections
+	// SVC_MAX_CONNECTIONS.
+	maxReadTimeout = 300 * time.Second
+	maxConnections = 1_000_000
 )
 
 // Config is the typed, validated configuration of `svc serve`, read once
@@ -31,6 +36,8 @@ type Config struct {
 	Host           string
 	Port           int
 	MaxBodyBytes   int64
+	ReadTimeout    time.Duration // to receive a whole request, headers and body
+	MaxConns       int           // connections open at once; 0: automatic (maxConnsFor)
 	OPABin         string
 	PolicyDir      string
 	OPATimeout     time.Duration
@@ -44,21 +51,28 @@ type Config struct {
 	HoldTTL        time.Duration
 	Freeze         bool
 	AuthToken      string
-	LogLevel       string
+	LogLevel       string // debug, info, warn or error
+	LogFormat      string // json (one object a line) or console (for people)
 	ResolverTokens string
 	RequireVerify  bool
 	ResolutionPol  string
 	Gate           engine.GateConfig
 	Export         export.Config
+	// Init is --init, never read from the environment or a settings
+	// file: creating a fresh database beside an audit log that already
+	// holds decisions is intended (checkFreshDatabase).
+	Init     bool
+	Warnings []string // settings read as their safe default, for the start-up log
 }
 
 // serveDefaults are the defaults of spec §8, one per key, so that viper
 // reads every key from the environment.
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
+	"read_timeout": "10", "max_connections": "0",
 	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600",
 	"audit_log": "", "holds_path": "", "database_url": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
-	"log_level": "info", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
+	"log_level": "info", "log_format": "json", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
 	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
 	"gate_introspection_cache_seconds": strconv.Itoa(engine.DefaultGateCacheSeconds),
 	"gate_introspection_timeout":       strconv.FormatFloat(engine.DefaultGateTimeout.Seconds(), 'f', -1, 64),
@@ -84,14 +98,20 @@ func newViper(defaults map[string]any) *viper.Viper {
 func envName(key string) string { return "SVC_" + strings.ToUpper(key) }
 
 // parser reads keys from viper and keeps its errors, each naming the
-// variable at fault.
+// variable at fault, or the flag that set it.
 type parser struct {
-	v    *viper.Viper
-	errs []error
+	v     *viper.Viper
+	errs  []error
+	flags map[string]string // key → name of the flag that set it on the command line
+	warns []string          // values read as a default rather than refused (safetySwitch)
 }
 
 func (p *parser) fail(key, format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("%s: %s", envName(key), fmt.Sprintf(format, args...)))
+	name := envName(key)
+	if flag, ok := p.flags[key]; ok {
+		name = "--" + flag + " (" + name + ")"
+	}
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 }
 
 // first returns the first error, or nil.
@@ -103,6 +123,10 @@ func (p *parser) first() error {
 }
 
 func (p *parser) str(key string) string { return strings.TrimSpace(p.v.GetString(key)) }
+
+// enum reads a setting of a closed set of words; like the booleans, every
+// such setting is read in any case.
+func (p *parser) enum(key string) string { return strings.ToLower(p.str(key)) }
 
 func (p *parser) integer(key string, lo, hi int64) int64 {
 	s := p.str(key)
@@ -130,15 +154,39 @@ func (p *parser) seconds(key string, lo, hi time.Duration) time.Duration {
 // false: for SVC_SYSLOG_TLS_VERIFY that would turn certificate checks off,
 // and for SVC_FREEZE override a settings file's freeze.
 func (p *parser) boolean(key string) bool {
+	b, ok, s := p.word(key)
+	if !ok {
+		p.fail(key, "must be true or false, got %q", s)
+	}
+	return b
+}
+
+// word reads key as a boolean word, in any case: its value, whether it is
+// one, and the lower-cased text.
+func (p *parser) word(key string) (value, ok bool, text string) {
 	s := strings.ToLower(p.str(key))
 	switch s {
 	case "true", "1", "yes", "on":
-		return true
+		return true, true, s
 	case "false", "0", "no", "off":
-		return false
+		return false, true, s
 	}
-	p.fail(key, "must be true or false, got %q", s)
-	return false
+	return false, false, s
+}
+
+// safetySwitch reads a boolean whose safe value is true
+// (SVC_REQUIRE_VERIFIED_APPROVER, SVC_VERIFY_SSL): as the spec says, a
+// value that is not a boolean reads as true, so that a misspelled "flase"
+// never turns the check off; unlike the spec's silent fallback, a warning
+// says so.
+func (p *parser) safetySwitch(key string) bool {
+	b, ok, s := p.word(key)
+	if ok {
+		return b
+	}
+	p.warns = append(p.warns, fmt.Sprintf("%s=%q is not true or false: read as true, the check stays on; "+
+		"set it to true or false", envName(key), s))
+	return true
 }
 
 // durability reads SVC_DURABILITY.
@@ -150,17 +198,20 @@ func (p *parser) durability() ledger.Durability {
 	return d
 }
 
-// loadConfig reads and validates the serve configuration.
-func loadConfig(v *viper.Viper) (Config, error) {
-	p := &parser{v: v}
+// loadConfig reads and validates the serve configuration; flags maps the
+// keys set by a command-line flag to its name, for the error messages.
+func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
+	p := &parser{v: v, flags: flags}
 	c := Config{
 		Host:           p.str("host"),
 		Port:           int(p.integer("port", 0, 65535)),
 		MaxBodyBytes:   p.integer("max_body_bytes", minBodyBytes, maxBodyBytes),
+		ReadTimeout:    p.seconds("read_timeout", 100*time.Millisecond, maxReadTimeout),
+		MaxConns:       int(p.integer("max_connections", 0, maxConnections)),
 		OPABin:         p.str("opa_bin"),
 		PolicyDir:      p.str("policy_dir"),
 		OPATimeout:     p.seconds("opa_timeout", 10*time.Millisecond, maxOPATimeout),
-		OPAMode:        p.str("opa_mode"),
+		OPAMode:        p.enum("opa_mode"),
 		OPAURL:         p.str("opa_url"),
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,
 		AuditLog:       p.str("audit_log"),
@@ -170,9 +221,10 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		HoldTTL:        time.Duration(p.integer("hold_ttl_seconds", 1, 366*24*3600)) * time.Second,
 		Freeze:         p.boolean("freeze"),
 		AuthToken:      p.str("auth_token"),
-		LogLevel:       p.str("log_level"),
+		LogLevel:       p.enum("log_level"),
+		LogFormat:      p.enum("log_format"),
 		ResolverTokens: p.str("resolver_tokens"),
-		RequireVerify:  trueUnlessOptedOut(p.str("require_verified_approver")),
+		RequireVerify:  p.safetySwitch("require_verified_approver"),
 		ResolutionPol:  p.str("resolution_policy"),
 		Gate: engine.GateConfig{
 			URL:          p.str("gate_introspection_url"),
@@ -183,6 +235,7 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		},
 	}
 	p.check(c)
+	c.Warnings = p.warns
 	var err error
 	c.Export, err = readExport(v)
 	return c, errors.Join(p.first(), err)
@@ -197,8 +250,8 @@ func readExport(v *viper.Viper) (export.Config, error) {
 		Syslog: export.SyslogConfig{
 			Enabled:               p.boolean("syslog_enabled"),
 			Address:               p.str("syslog_address"),
-			Protocol:              p.str("syslog_protocol"),
-			Format:                p.str("syslog_format"),
+			Protocol:              p.enum("syslog_protocol"),
+			Format:                p.enum("syslog_format"),
 			Facility:              p.str("syslog_facility"),
 			TLSCA:                 p.str("syslog_tls_ca"),
 			TLSInsecureSkipVerify: !p.boolean("syslog_tls_verify"),
@@ -246,17 +299,6 @@ func (p *parser) checkDatabase(url, fileVar, file string) {
 	}
 }
 
-// trueUnlessOptedOut reads a safety setting whose spec-defined fallback is
-// on (SVC_REQUIRE_VERIFIED_APPROVER, SVC_VERIFY_SSL): only an explicit
-// false|0|no|off, in any case, opts out; any other value reads as true.
-func trueUnlessOptedOut(s string) bool {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "false", "0", "no", "off":
-		return false
-	}
-	return true
-}
-
 func (p *parser) check(c Config) {
 	if c.Host == "" || (net.ParseIP(c.Host) == nil && strings.ContainsAny(c.Host, " /:")) {
 		p.fail("host", "must be an IP address or host name, got %q", c.Host)
@@ -279,4 +321,15 @@ func (p *parser) check(c Config) {
 	default:
 		p.fail("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		p.fail("log_format", "must be json or console, got %q", c.LogFormat)
+	}
+	if err := c.holdsConfig().Validate(); err != nil {
+		p.errs = append(p.errs, err) // it names SVC_RESOLVER_TOKENS or SVC_RESOLUTION_POLICY
+	}
+}
+
+// holdsConfig is the hold resolution part of c.
+func (c Config) holdsConfig() holds.Config {
+	return holds.Config{ResolverTokens: c.ResolverTokens, RequireVerified: c.RequireVerify, ResolutionPolicy: c.ResolutionPol}
 }

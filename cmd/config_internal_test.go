@@ -11,14 +11,94 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestTrueUnlessOptedOut(t *testing.T) {
+// TestSafetySwitch: SVC_REQUIRE_VERIFIED_APPROVER and SVC_VERIFY_SSL read
+// the boolean words in any case; any other value, "flase" or blank, reads
+// as true (the spec's fallback) with a warning naming the variable.
+func TestSafetySwitch(t *testing.T) {
 	tests := map[string]bool{
-		"": true, "true": true, "1": true, "yes": true, "on": true, "maybe": true, "fals": true, "nope": true,
+		"true": true, "1": true, "YES": true, "on": true,
 		"false": false, "FALSE": false, " False ": false, "0": false, "no": false, "NO": false, "off": false, "Off": false,
 	}
-	for in, want := range tests {
-		require.Equal(t, want, trueUnlessOptedOut(in), "trueUnlessOptedOut(%q)", in)
+	for _, key := range []string{"require_verified_approver", "verify_ssl"} {
+		for in, want := range tests {
+			p := &parser{v: testViper(map[string]string{key: in})}
+			require.Equal(t, want, p.safetySwitch(key), "%s=%q", key, in)
+			require.NoError(t, p.first())
+		}
+		for _, in := range []string{"flase", "maybe", "", " "} {
+			p := &parser{v: testViper(map[string]string{key: in})}
+			require.True(t, p.safetySwitch(key), "%s=%q stays on", key, in)
+			require.NoError(t, p.first())
+			require.Len(t, p.warns, 1)
+			assert.Contains(t, p.warns[0], "SVC_"+strings.ToUpper(key)+"=")
+			assert.Contains(t, p.warns[0], "is not true or false: read as true, the check stays on")
+		}
 	}
+	cfg, err := loadConfig(testViper(map[string]string{"require_verified_approver": "flase"}), nil)
+	require.NoError(t, err)
+	assert.True(t, cfg.RequireVerify)
+	assert.Equal(t, []string{`SVC_REQUIRE_VERIFIED_APPROVER="flase" is not true or false: read as true, the check stays on; set it to true or false`}, cfg.Warnings)
+}
+
+// TestEnumeratedSettingsAnyCase: every setting of a closed set of words
+// reads them in any case, as the booleans, SVC_DURABILITY and
+// SVC_SYSLOG_FACILITY always did.
+func TestEnumeratedSettingsAnyCase(t *testing.T) {
+	cfg, err := loadConfig(testViper(map[string]string{"opa_mode": "Server", "log_level": "DEBUG", "log_format": "Console",
+		"durability": "OS", "syslog_protocol": "TCP", "syslog_format": "CEF", "syslog_facility": "LOCAL3"}), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "server", cfg.OPAMode)
+	assert.Equal(t, "debug", cfg.LogLevel)
+	assert.Equal(t, "console", cfg.LogFormat)
+	assert.Equal(t, "tcp", cfg.Export.Syslog.Protocol)
+	assert.Equal(t, "cef", cfg.Export.Syslog.Format)
+	_, err = loadConfig(testViper(map[string]string{"log_format": "text"}), nil)
+	require.ErrorContains(t, err, `SVC_LOG_FORMAT: must be json or console, got "text"`)
+}
+
+// TestConfigErrorNamesTheFlag: a bad value given by a flag is reported
+// under the flag's name, with its variable.
+func TestConfigErrorNamesTheFlag(t *testing.T) {
+	_, err := loadConfig(testViper(map[string]string{"port": "70000"}), map[string]string{"port": "port"})
+	require.ErrorContains(t, err, `--port (SVC_PORT): must be an integer from 0 to 65535, got "70000"`)
+	_, err = loadConfig(testViper(map[string]string{"port": "70000"}), nil)
+	require.ErrorContains(t, err, `SVC_PORT: must be an integer`)
+}
+
+// TestHoldSettingsAreConfiguration: an invalid SVC_RESOLVER_TOKENS or
+// SVC_RESOLUTION_POLICY is found with the other settings (exit 2).
+func TestHoldSettingsAreConfiguration(t *testing.T) {
+	_, err := loadConfig(testViper(map[string]string{"resolver_tokens": "{not json"}), nil)
+	require.ErrorContains(t, err, "invalid SVC_RESOLVER_TOKENS")
+	_, err = loadConfig(testViper(map[string]string{"resolution_policy": "[]"}), nil)
+	require.ErrorContains(t, err, "invalid SVC_RESOLUTION_POLICY")
+}
+
+// TestUnknownVariables: an SVC_* variable no setting reads is reported
+// with the closest known name; known ones and other variables are not.
+func TestUnknownVariables(t *testing.T) {
+	got := unknownVariables([]string{"SVC_PROT=8080", "SVC_PORT=1", "HOME=/root", "SVC_CORE_URL=x", "SVC_VENV=/v",
+		"SVC_AUDIT_LGO=/a", "SVC_LOG_FORMAT=json"})
+	assert.Equal(t, []string{"SVC_AUDIT_LGO is not a setting svc reads; did you mean SVC_AUDIT_LOG?",
+		"SVC_PROT is not a setting svc reads; did you mean SVC_PORT?"}, got)
+}
+
+// TestConfigFileUnknownKeys: a settings file's key that is not a setting
+// is an error naming the closest one, an upper-case SVC_ name included.
+func TestConfigFileUnknownKeys(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ body, want string }{
+		{"SVC_PORT: 8081\n", `unknown key "svc_port" (keys are the SVC_ names without the prefix, in lower case); did you mean "port"?`},
+		{"prot: 8081\n", `unknown key "prot"`},
+		{"gate:\n  url: x\n", `unknown key "gate.url"`},
+	} {
+		path := filepath.Join(dir, "svc.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(tt.body), 0o600))
+		require.ErrorContains(t, readConfigFile(newViper(serveDefaults), path), tt.want, tt.body)
+	}
+	path := filepath.Join(dir, "ok.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("port: 8081\nPORT: 8082\nfreeze: true\n"), 0o600))
+	require.NoError(t, readConfigFile(newViper(serveDefaults), path))
 }
 
 // TestLoadConfigPolicyDirWithOPAURL: SVC_POLICY_DIR must name a directory,
@@ -44,7 +124,7 @@ func TestLoadConfigPolicyDirWithOPAURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := loadConfig(testViper(tt.set))
+			_, err := loadConfig(testViper(tt.set), nil)
 			if tt.wantErr == "" {
 				require.NoError(t, err)
 				return
@@ -93,7 +173,7 @@ func TestLoadConfigReportsExportProblemsTogether(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := loadConfig(testViper(tt.set))
+			_, err := loadConfig(testViper(tt.set), nil)
 			require.Error(t, err)
 			for _, w := range tt.want {
 				assert.Equal(t, 1, strings.Count(err.Error(), w), "%q in:\n%v", w, err)
@@ -114,14 +194,14 @@ func TestLoadConfigReportsExportProblemsTogether(t *testing.T) {
 func TestLoadConfigBlankBooleanRefused(t *testing.T) {
 	for _, key := range []string{"syslog_tls_verify", "freeze", "syslog_enabled"} {
 		for _, value := range []string{"", "  "} {
-			_, err := loadConfig(testViper(map[string]string{key: value}))
+			_, err := loadConfig(testViper(map[string]string{key: value}), nil)
 			assert.ErrorContains(t, err, "SVC_"+strings.ToUpper(key)+": must be true or false", "%s=%q", key, value)
 		}
 	}
-	cfg, err := loadConfig(testViper(map[string]string{"syslog_tls_verify": "OFF"}))
+	cfg, err := loadConfig(testViper(map[string]string{"syslog_tls_verify": "OFF"}), nil)
 	require.NoError(t, err)
 	assert.True(t, cfg.Export.Syslog.TLSInsecureSkipVerify)
-	cfg, err = loadConfig(testViper(nil))
+	cfg, err = loadConfig(testViper(nil), nil)
 	require.NoError(t, err)
 	assert.False(t, cfg.Export.Syslog.TLSInsecureSkipVerify, "verifying is the default")
 }
@@ -154,7 +234,7 @@ func TestLoadConfigDatabaseURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := loadConfig(testViper(tt.set))
+			_, err := loadConfig(testViper(tt.set), nil)
 			if tt.wantErr == "" {
 				require.NoError(t, err)
 				return
@@ -163,4 +243,43 @@ func TestLoadConfigDatabaseURL(t *testing.T) {
 			assert.NotContains(t, err.Error(), "s3cret")
 		})
 	}
+}
+func TestMaxConnsFor(t *testing.T) {
+	for _, tt := range []struct {
+		configured int
+		limit      uint64
+		want       int
+		fails      bool
+	}{
+		{0, 20000, defaultMaxConns, false},
+		{0, 0, defaultMaxConns, false},
+		{0, 512, 512 - reservedFiles, false},
+		{0, 10, 1, false},
+		{5000, 20000, 5000, false},
+		{5000, 0, 5000, false},
+		{20000 - reservedFiles, 20000, 20000 - reservedFiles, false},
+		{20000 - reservedFiles + 1, 20000, 0, true},
+	} {
+		got, err := maxConnsFor(tt.configured, tt.limit)
+		if tt.fails {
+			assert.ErrorContains(t, err, "SVC_MAX_CONNECTIONS", "%+v", tt)
+			continue
+		}
+		assert.NoError(t, err, "%+v", tt)
+		assert.Equal(t, tt.want, got, "%+v", tt)
+	}
+}
+
+// TestConsoleLogFormat: SVC_LOG_FORMAT=console prints text for people, not
+// JSON; json prints one object a line.
+func TestConsoleLogFormat(t *testing.T) {
+	var console, js strings.Builder
+	for w, format := range map[*strings.Builder]string{&console: "console", &js: "json"} {
+		log := newLogger(w, "info", format)
+		log.Info().Str("addr", "127.0.0.1:8080").Msg("svc serving")
+	}
+	assert.Contains(t, console.String(), "INF svc serving addr=127.0.0.1:8080")
+	assert.False(t, strings.HasPrefix(console.String(), "{"), console.String())
+	assert.True(t, strings.HasPrefix(js.String(), "{"), js.String())
+	assert.Contains(t, js.String(), `"message":"svc serving"`)
 }

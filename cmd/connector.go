@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
@@ -20,6 +21,9 @@ import (
 	"github.com/svc-dev/svc/metrics"
 )
 
+// ledgerExitHelp is the exit-code paragraph of `svc connector ledger --help`.
+const ledgerExitHelp = "Exit code: 0 listed, 1 the ledger cannot be read, 2 SVC_GATEWAY_LEDGER_PATH unset, 64 usage error."
+
 // tenancyPoll is how often the tenancy map file is checked for changes.
 const tenancyPoll = time.Second
 
@@ -28,7 +32,9 @@ func newConnectorCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "connector",
 		Short: "Run the LiteLLM guardrail connector (POST /beta/litellm_basic_guardrail_api, POST /v1/gateway/tool-calls)",
-		Args:  cobra.NoArgs,
+		Long: "Run the LiteLLM guardrail connector (docs/connector.md), configured by SVC_* variables and flags.\n" +
+			"Exit code: 0 stopped by SIGINT or SIGTERM, 1 could not start or serve, 2 invalid setting, 64 usage error.",
+		Args: argsOf(0, "no argument, or the subcommand ledger"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := loadConnectorConfig(v)
 			if err != nil {
@@ -48,7 +54,10 @@ func newConnectorCommand() *cobra.Command {
 
 // runConnector serves until SIGINT or SIGTERM.
 func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) error {
-	log := newLogger(stderr, cfg.LogLevel).With().Str("component", "connector").Logger()
+	log := newLogger(stderr, cfg.LogLevel, "json").With().Str("component", "connector").Logger()
+	for _, w := range append(cfg.Warnings, unknownVariables(os.Environ())...) {
+		log.Warn().Msg(w)
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	tools, err := cfg.toolMap()
@@ -76,7 +85,7 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	})
 	// No WriteTimeout: a gateway request may wait SVC_GATEWAY_HOLD_WAIT on a hold.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	return serveUntilDone(ctx, cfg.Host, cfg.Port, hs, func(addr string) {
+	return serveUntilDone(ctx, cfg.Host, cfg.Port, 0, hs, func(addr string) {
 		log.Info().Str("addr", addr).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
 			Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
 	}, log, "svc connector shutting down: finishing requests in flight")
@@ -123,7 +132,8 @@ func newConnectorLedgerCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ledger",
 		Short: "List the most recent gateway ledger rows (SVC_GATEWAY_LEDGER_PATH), newest first",
-		Args:  cobra.NoArgs,
+		Long:  "List the most recent gateway ledger rows (SVC_GATEWAY_LEDGER_PATH), newest first.\n" + ledgerExitHelp,
+		Args:  argsOf(0, "no argument"),
 		PreRunE: func(*cobra.Command, []string) error {
 			if limit < 1 || limit > 10000 {
 				return fmt.Errorf("--limit must be from 1 to 10000, got %d", limit)
@@ -150,9 +160,9 @@ func newConnectorLedgerCommand() *cobra.Command {
 				return &exitError{code: 1, err: err}
 			}
 			if out.format == "json" {
-				return writeIndented(c.OutOrStdout(), rows)
+				return failure(writeIndented(c.OutOrStdout(), rows))
 			}
-			return ledgerTable(c.OutOrStdout(), rows)
+			return failure(ledgerTable(c.OutOrStdout(), rows))
 		},
 	}
 	out.register(c)

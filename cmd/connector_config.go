@@ -52,6 +52,7 @@ type ConnectorConfig struct {
 	Durability     ledger.Durability // full: each ledger commit synced before the answer; os: written to the OS
 	Mode           string
 	LogLevel       string
+	Warnings       []string // settings read as their safe default, for the start-up log
 }
 
 // loadConnectorConfig reads and validates the connector's settings; the
@@ -64,7 +65,7 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 		Token:          p.str("connector_token"),
 		AllowAnonymous: p.boolean("connector_allow_anonymous"),
 		CoreToken:      p.str("core_token"),
-		VerifyTLS:      trueUnlessOptedOut(p.str("verify_ssl")),
+		VerifyTLS:      p.safetySwitch("verify_ssl"),
 		DecideTimeout:  p.seconds("client_timeout", time.Second, time.Hour),
 		TenancyFile:    p.str("gateway_tenancy_map_file"),
 		ToolMapFile:    p.str("gateway_tool_map_file"),
@@ -73,7 +74,7 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 		DatabaseURL:    p.str("database_url"),
 		Durability:     p.durability(),
 		Mode:           strings.ToLower(p.str("mode")),
-		LogLevel:       p.str("log_level"),
+		LogLevel:       p.enum("log_level"),
 	}
 	raw := p.str("core_url")
 	u, ok := httpURL(raw)
@@ -102,6 +103,7 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 	default:
 		p.fail("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
+	c.Warnings = p.warns
 	return c, p.first()
 }
 

@@ -1,6 +1,7 @@
 package cmd_test
 
 import (
+	"bytes"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -296,4 +297,22 @@ func TestConnectorTenancyReload(t *testing.T) {
 	require.Nil(t, h["error"])
 	require.Equal(t, float64(1), h["orgs"])
 	require.Equal(t, "svc_tenant_unmapped", refusals(t, g.guardrail(t, fixture(t, "01_post_call_single_read_tool_call.json")))[0]["error"])
+}
+
+// TestConnectorRefusesInvalidText checks that a guardrail request holding
+// invalid UTF-8 or an escaped lone surrogate is refused (BLOCKED) before
+// any of its calls reaches the engine: read as U+FFFD, two requests that
+// differ there would be one call (RFC 7493 I-JSON, engine/ijson).
+func TestConnectorRefusesInvalidText(t *testing.T) {
+	g := startGateway(t, nil)
+	raw := mustJSON(t, fixture(t, "01_post_call_single_read_tool_call.json"))
+	for _, bad := range []string{"agent-support-prod\xff", `agent-support-prod\ud800`} {
+		body := bytes.Replace(raw, []byte(`"agent-support-prod"`), []byte(`"`+bad+`"`), 1)
+		require.NotEqual(t, raw, body)
+		r := g.guardrail(t, body)
+		require.Equal(t, 200, r.Status, "%v", r.Body)
+		assert.Equal(t, "BLOCKED", r.str("action"), "%v", r.Body)
+		assert.Contains(t, r.str("blocked_reason"), "RFC 7493")
+	}
+	assert.Zero(t, g.decides.Load(), "no call reached the engine")
 }

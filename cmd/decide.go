@@ -16,7 +16,8 @@ import (
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
-// Exit codes of `svc decide`, for shell hooks.
+// Exit codes of `svc decide`, for shell hooks; a usage error is exitUsage
+// (64), which no verdict uses.
 const (
 	exitAllow       = 0
 	exitDeny        = 1
@@ -24,16 +25,25 @@ const (
 	exitUnreachable = 3
 )
 
+// decideHelp is the exit-code paragraph of `svc decide --help`.
+var decideHelp = "Exit code: 0 allow, 1 deny (also an allow or require_approval carrying an obligation outside\n" +
+	"the documented set: " + strings.Join(engine.KnownObligations, ", ") + "), 2 require_approval, 3 engine unreachable,\n" +
+	"error or unusable answer (treat as deny), 64 usage error (unknown flag, an argument without -f: nothing was asked).\n" +
+	"The obligations of an allow are printed: the caller honours them."
+
 func newDecideCommand() *cobra.Command {
 	var file string
 	c := &cobra.Command{
 		Use:   "decide [-f envelope.json|-]",
 		Short: "Ask the engine at SVC_CORE_URL for a decision on an envelope and print it",
 		Long: "Posts an Action Envelope to SVC_CORE_URL/v1/decide with SVC_CORE_TOKEN and prints the decision.\n" +
-			"Exit code: 0 allow, 1 deny (also an allow or require_approval carrying an obligation outside\n" +
-			"the documented set: " + strings.Join(engine.KnownObligations, ", ") + "), 2 require_approval, 3 engine unreachable,\n" +
-			"error or unusable answer (treat as deny). The obligations of an allow are printed: the caller honours them.",
-		Args: cobra.NoArgs,
+			decideHelp,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("svc decide takes no argument; to post the envelope in %s, use -f %s", args[0], args[0])
+			}
+			return nil
+		},
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runDecide(c, file)
 		},
@@ -47,7 +57,7 @@ func runDecide(c *cobra.Command, file string) error {
 	if err != nil {
 		return &exitError{code: exitUnreachable, err: err}
 	}
-	cl, err := newClient()
+	cl, err := newClient(c.ErrOrStderr())
 	if err != nil {
 		return &exitError{code: exitUnreachable, err: err}
 	}

@@ -7,6 +7,13 @@ import (
 	"github.com/svc-dev/svc/engine"
 )
 
+// checkedEvaluator is an evaluator that can check that it decides now, at
+// start-up and for GET /readyz.
+type checkedEvaluator interface {
+	engine.Evaluator
+	Check(ctx context.Context) error
+}
+
 // newEvaluator builds the policy evaluator of the configured mode and checks
 // at start-up that it runs and that the policy compiles and decides:
 //   - SVC_OPA_URL set: an OPA server svc does not manage, queried over REST;
@@ -14,7 +21,7 @@ import (
 //     while it is away later every decision is denied;
 //   - SVC_OPA_MODE=server: an `opa run --server` svc starts and supervises;
 //   - SVC_OPA_MODE=eval (default): one `opa eval` per decision.
-func (a *app) newEvaluator(ctx context.Context, policyDir string) (engine.Evaluator, error) {
+func (a *app) newEvaluator(ctx context.Context, policyDir string) (checkedEvaluator, error) {
 	switch {
 	case a.cfg.OPAURL != "":
 		return a.externalEvaluator(ctx)
@@ -30,7 +37,7 @@ func (a *app) newEvaluator(ctx context.Context, policyDir string) (engine.Evalua
 }
 
 // externalEvaluator queries the OPA server at SVC_OPA_URL.
-func (a *app) externalEvaluator(ctx context.Context) (engine.Evaluator, error) {
+func (a *app) externalEvaluator(ctx context.Context) (checkedEvaluator, error) {
 	where := redactURL(a.cfg.OPAURL)
 	eval, err := engine.NewRESTEvaluator(a.cfg.OPAURL, a.cfg.OPATimeout)
 	if err != nil {
@@ -46,7 +53,7 @@ func (a *app) externalEvaluator(ctx context.Context) (engine.Evaluator, error) {
 
 // managedEvaluator starts and supervises `opa run --server` on policyDir,
 // watching it for changes when it is the operator's SVC_POLICY_DIR.
-func (a *app) managedEvaluator(ctx context.Context, policyDir string) (engine.Evaluator, error) {
+func (a *app) managedEvaluator(ctx context.Context, policyDir string) (checkedEvaluator, error) {
 	srv, err := engine.StartOPAServer(engine.OPAServerConfig{
 		Bin: a.cfg.OPABin, PolicyDir: policyDir, Watch: a.cfg.PolicyDir != "",
 		Timeout: a.cfg.OPATimeout, Logger: a.log,

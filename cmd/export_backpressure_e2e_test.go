@@ -89,7 +89,7 @@ func TestSlowOrDownCollectorNeverSlowsDecisions(t *testing.T) {
 			assert.Positive(t, m[`svc_export_queue_capacity{destination="syslog"}`])
 			// A blocked emit would cost a socket timeout or a reconnect backoff
 			// (100 ms and up) per decision; allow generous noise beyond that.
-			assert.Less(t, median, 3*baseline+20*time.Millisecond,
+			assert.Less(t, median, 3*baseline+60*time.Millisecond,
 				"median decide latency %v against %v without syslog", median, baseline)
 			t.Logf("median decide latency: %v (no syslog: %v)", median, baseline)
 		})

@@ -15,10 +15,11 @@ func newFreezeCommand() *cobra.Command {
 	var out outputFlag
 	var reason string
 	c := &cobra.Command{
-		Use:       "freeze on|off|status",
-		Short:     "Flip, clear or show the kill switch of the engine at SVC_CORE_URL",
-		Long:      "While frozen, the engine denies every non-read action (svc.policy/frozen).\n`on` and `off` need SVC_CORE_TOKEN to be SVC_AUTH_TOKEN or a human resolver's token.",
-		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+		Use:   "freeze on|off|status",
+		Short: "Flip, clear or show the kill switch of the engine at SVC_CORE_URL",
+		Long: "While frozen, the engine denies every non-read action (svc.policy/frozen).\n`on` and `off` need SVC_CORE_TOKEN to be SVC_AUTH_TOKEN or a human resolver's token.\n" +
+			exitCodesHelp,
+		Args:      argsOf(1, "one of on, off or status", "on", "off", "status"),
 		ValidArgs: []string{"on", "off", "status"},
 		PreRunE:   func(*cobra.Command, []string) error { return out.validate() },
 	}

@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	svcBin = filepath.Join(dir, "svc")
-	args := []string{"build", "-o", svcBin}
+	// The svcfault tag builds in the crash hook of the crash tests, inert
+	// unless its variable is set (ledger/fault_crash.go).
+	args := []string{"build", "-tags", "svcfault", "-o", svcBin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -94,7 +96,13 @@ func environ(env map[string]string) []string {
 // startEngine runs `svc serve` and waits until it listens.
 func startEngine(t testing.TB, env map[string]string) *engineProc {
 	t.Helper()
-	p, err := launch(env)
+	return startEngineArgs(t, env)
+}
+
+// startEngineArgs runs `svc serve args...` and waits until it listens.
+func startEngineArgs(t testing.TB, env map[string]string, args ...string) *engineProc {
+	t.Helper()
+	p, err := launch(env, args...)
 	require.NoError(t, err)
 	waitServing(t, p)
 	p.token = env["SVC_AUTH_TOKEN"]
@@ -122,8 +130,13 @@ func launch(env map[string]string, args ...string) (*engineProc, error) {
 // launchCommand runs `svc args...` and reads its address from the log
 // record whose message is ready.
 func launchCommand(env map[string]string, ready string, args ...string) (*engineProc, error) {
+	return launchWith(svcBin, env, ready, args...)
+}
+
+// launchWith is launchCommand with the svc binary bin.
+func launchWith(bin string, env map[string]string, ready string, args ...string) (*engineProc, error) {
 	p := &engineProc{done: make(chan struct{}), ready: ready}
-	p.cmd = exec.Command(svcBin, args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = environ(env)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

@@ -33,6 +33,9 @@ func newHoldsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "holds",
 		Short: "List, inspect and resolve holds on the engine at SVC_CORE_URL",
+		Long:  "List, inspect and resolve holds on the engine at SVC_CORE_URL, as the principal of SVC_CORE_TOKEN.\n" + exitCodesHelp,
+		Args:  argsOf(0, "a subcommand: list, show, approve, reject or resolve"),
+		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	c.AddCommand(newHoldsListCommand(), newHoldsShowCommand(),
 		newHoldsResolveCommand("approve", "approve"), newHoldsResolveCommand("reject", "reject"),
@@ -43,65 +46,87 @@ func newHoldsCommand() *cobra.Command {
 // clientCall wraps a client command: one clear line and exit 1 on error.
 func clientCall(run func(ctx context.Context, cl *client, w io.Writer) error) func(*cobra.Command, []string) error {
 	return func(c *cobra.Command, _ []string) error {
-		cl, err := newClient()
+		cl, err := newClient(c.ErrOrStderr())
 		if err == nil {
 			err = run(c.Context(), cl, c.OutOrStdout())
 		}
-		if err != nil {
-			return &exitError{code: 1, err: err}
-		}
-		return nil
+		return failure(err)
 	}
 }
 
 func newHoldsListCommand() *cobra.Command {
 	var out outputFlag
-	var status string
-	var limit int
-	var allPages bool
+	var q holdListQuery
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List holds (oldest first)",
-		Args:  cobra.NoArgs,
+		Short: "List holds (oldest first; pending by default)",
+		Long: "List holds, oldest first, a page at a time (--limit, then --cursor with the next_cursor printed)\n" +
+			"or all of them (--all-pages). -o json prints the page: {items, count, next_cursor}.\n" + exitCodesHelp,
+		Args: argsOf(0, "no argument (filter with --status)"),
 		PreRunE: func(*cobra.Command, []string) error {
 			return out.validate()
 		},
 	}
 	c.RunE = clientCall(func(ctx context.Context, cl *client, w io.Writer) error {
-		items, err := listHolds(ctx, cl, status, limit, allPages)
+		page, err := listHolds(ctx, cl, q)
 		if err != nil {
 			return err
 		}
 		if out.format == "json" {
-			return writeIndented(w, items)
+			return writeIndented(w, page)
 		}
-		return holdsTable(w, items, time.Now())
+		if err := holdsTable(w, page.Items, time.Now()); err != nil {
+			return err
+		}
+		return moreHolds(w, page)
 	})
 	out.register(c)
-	c.Flags().StringVar(&status, "status", "all", "pending, approved, rejected, expired, consumed or all")
-	c.Flags().IntVar(&limit, "limit", engine.DefaultHoldLimit, "page size (1-1000)")
-	c.Flags().BoolVar(&allPages, "all-pages", false, "follow next_cursor until the last page")
+	c.Flags().StringVar(&q.status, "status", engine.HoldPending, "pending, approved, rejected, expired, consumed or all")
+	c.Flags().IntVar(&q.limit, "limit", engine.DefaultHoldLimit, "page size (1-1000)")
+	c.Flags().StringVar(&q.cursor, "cursor", "", "`next_cursor` of the previous page, to list the next one")
+	c.Flags().BoolVar(&q.allPages, "all-pages", false, "follow next_cursor until the last page")
 	return c
 }
 
-func listHolds(ctx context.Context, cl *client, status string, limit int, allPages bool) ([]engine.Hold, error) {
-	items := []engine.Hold{}
-	cursor := ""
+// holdListQuery is what `svc holds list` asks for.
+type holdListQuery struct {
+	status, cursor string
+	limit          int
+	allPages       bool
+}
+
+// listHolds fetches one page from q.cursor, or with q.allPages every page
+// from there on, returned as one page whose next_cursor is null.
+func listHolds(ctx context.Context, cl *client, q holdListQuery) (engine.HoldPage, error) {
+	all := engine.HoldPage{Items: []engine.Hold{}}
+	cursor := q.cursor
 	for {
-		q := url.Values{"status": {status}, "limit": {strconv.Itoa(limit)}}
+		v := url.Values{"status": {q.status}, "limit": {strconv.Itoa(q.limit)}}
 		if cursor != "" {
-			q.Set("cursor", cursor)
+			v.Set("cursor", cursor)
 		}
 		var page engine.HoldPage
-		if _, err := cl.do(ctx, "GET", "/v1/holds?"+q.Encode(), nil, &page); err != nil {
-			return nil, err
+		if _, err := cl.do(ctx, "GET", "/v1/holds?"+v.Encode(), nil, &page); err != nil {
+			return all, err
 		}
-		items = append(items, page.Items...)
-		if !allPages || page.NextCursor == nil {
-			return items, nil
+		all.Items = append(all.Items, page.Items...)
+		all.Count = len(all.Items)
+		all.NextCursor = page.NextCursor
+		if !q.allPages || page.NextCursor == nil {
+			return all, nil
 		}
 		cursor = *page.NextCursor
 	}
+}
+
+// moreHolds says, under a table, that the list was cut at --limit and how
+// to see the rest.
+func moreHolds(w io.Writer, page engine.HoldPage) error {
+	if page.NextCursor == nil {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "(more holds exist: the next page is --cursor %s; --all-pages lists every one)\n", *page.NextCursor)
+	return err
 }
 
 func newHoldsShowCommand() *cobra.Command {
@@ -109,7 +134,8 @@ func newHoldsShowCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:     "show ID",
 		Short:   "Show one hold in full",
-		Args:    cobra.ExactArgs(1),
+		Long:    "Show one hold in full: its envelope's action, target, params and axes, and its resolution.\n" + exitCodesHelp,
+		Args:    argsOf(1, "one hold ID (`svc holds list` lists them)"),
 		PreRunE: func(*cobra.Command, []string) error { return out.validate() },
 	}
 	c.RunE = func(c *cobra.Command, args []string) error {
@@ -129,14 +155,18 @@ func newHoldsShowCommand() *cobra.Command {
 // resolve (decision from --decision).
 func newHoldsResolveCommand(use, fixed string) *cobra.Command {
 	var out outputFlag
-	var reason, decision string
+	var reason, decision, principal string
 	c := &cobra.Command{
 		Use:   use + " ID",
 		Short: strings.ToUpper(use[:1]) + use[1:] + " a pending hold (as the principal of SVC_CORE_TOKEN)",
-		Args:  cobra.ExactArgs(1),
+		Long:  strings.ToUpper(use[:1]) + use[1:] + " a pending hold (as the principal of SVC_CORE_TOKEN).\n" + exitCodesHelp,
+		Args:  argsOf(1, "one hold ID (`svc holds list --status pending` lists them)"),
 		PreRunE: func(*cobra.Command, []string) error {
 			if fixed == "" && decision != "approve" && decision != "reject" {
 				return fmt.Errorf("--decision must be approve or reject, got %q", decision)
+			}
+			if _, err := assertedPrincipal(principal); err != nil {
+				return err
 			}
 			return out.validate()
 		},
@@ -147,7 +177,11 @@ func newHoldsResolveCommand(use, fixed string) *cobra.Command {
 			if d == "" {
 				d = decision
 			}
-			body, err := json.Marshal(map[string]string{"decision": d, "reason": reason})
+			req := map[string]any{"decision": d, "reason": reason}
+			if p, _ := assertedPrincipal(principal); p != nil { // PreRunE checked it
+				req["principal"] = p
+			}
+			body, err := json.Marshal(req)
 			if err != nil {
 				return err
 			}
@@ -160,10 +194,24 @@ func newHoldsResolveCommand(use, fixed string) *cobra.Command {
 	}
 	out.register(c)
 	c.Flags().StringVar(&reason, "reason", "", "why (recorded with the resolution)")
+	c.Flags().StringVar(&principal, "principal", "", "`type:id` (e.g. human:alice) asserted as the approver, for an engine with\n"+
+		"SVC_REQUIRE_VERIFIED_APPROVER=false; recorded as decided_by_verified: false")
 	if fixed == "" {
 		c.Flags().StringVar(&decision, "decision", "", "approve or reject")
 	}
 	return c
+}
+
+// assertedPrincipal parses --principal type:id; "" is none.
+func assertedPrincipal(s string) (*engine.Principal, error) {
+	if s == "" {
+		return nil, nil
+	}
+	typ, id, ok := strings.Cut(s, ":")
+	if !ok || strings.TrimSpace(typ) == "" || strings.TrimSpace(id) == "" {
+		return nil, fmt.Errorf("--principal must be type:id, e.g. human:alice, got %q", s)
+	}
+	return &engine.Principal{Type: typ, ID: id}, nil
 }
 
 func writeIndented(w io.Writer, v any) error {

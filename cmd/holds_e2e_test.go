@@ -6,12 +6,16 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/engine"
 )
 
 // resolverTokens is the resolver-token file of the hold tests.
@@ -468,10 +472,20 @@ func TestHoldsCLI(t *testing.T) {
 
 	code, out, _ = cli("adapter-token", "holds", "list", "--status", "pending", "-o", "json")
 	require.Equal(t, 0, code)
-	var items []map[string]any
-	require.NoError(t, json.Unmarshal([]byte(out), &items))
-	require.Len(t, items, 1)
-	assert.Equal(t, id, items[0]["id"])
+	var page struct {
+		Items      []map[string]any `json:"items"`
+		Count      int              `json:"count"`
+		NextCursor *string          `json:"next_cursor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &page))
+	require.Len(t, page.Items, 1)
+	assert.Equal(t, id, page.Items[0]["id"])
+	assert.Contains(t, out, `"next_cursor": null`)
+
+	code, out, _ = cli("adapter-token", "holds", "show", id)
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `params\s+\{"where":"created < 2020"\}`, out, "an approver sees the where clause")
+	assert.Regexp(t, `axes\s+reversibility=irreversible blast_radius=broad externality=internal`, out)
 
 	code, _, errOut := cli("tok-alice", "holds", "approve", id)
 	assert.Equal(t, 1, code)
@@ -498,10 +512,99 @@ func TestHoldsCLI(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		raiseHold(t, p, map[string]any{"params.where": fmt.Sprintf("cli-%d", i)})
 	}
-	code, out, _ = cli("adapter-token", "holds", "list", "--limit", "2", "--all-pages", "-o", "json")
+	code, out, _ = cli("adapter-token", "holds", "list", "--limit", "2", "--all-pages", "-o", "json", "--status", "all")
 	require.Equal(t, 0, code)
-	require.NoError(t, json.Unmarshal([]byte(out), &items))
-	assert.Len(t, items, 5)
+	require.NoError(t, json.Unmarshal([]byte(out), &page))
+	assert.Len(t, page.Items, 5)
+	assert.Nil(t, page.NextCursor)
+
+	code, out, _ = cli("adapter-token", "holds", "list")
+	require.Equal(t, 0, code)
+	assert.Equal(t, 4, strings.Count(out, " pending "), "pending by default: the approved hold is not listed:\n%s", out)
+}
+
+// TestHoldsCLIPages: a list cut at --limit says that more exist and how
+// to see them, -o json keeps next_cursor, and --cursor lists the next page.
+func TestHoldsCLIPages(t *testing.T) {
+	p, _ := holdsEngine(t, nil)
+	ids := map[string]bool{}
+	for i := range 3 { // three actions: a repeated one would reuse its pending hold
+		id, _ := raiseHold(t, p, map[string]any{"params.where": fmt.Sprintf("page < %d", i)})
+		ids[id] = true
+	}
+	env := map[string]string{"SVC_CORE_URL": p.URL, "SVC_CORE_TOKEN": "adapter-token"}
+	r := runSvc(t, env, nil, "holds", "list", "--limit", "2")
+	require.Equal(t, 0, r.code, r.output())
+	m := regexp.MustCompile(`more holds exist: the next page is --cursor (\S+);`).FindStringSubmatch(r.stdout)
+	require.NotNil(t, m, "the table says more exist:\n%s", r.stdout)
+
+	r = runSvc(t, env, nil, "holds", "list", "--limit", "2", "-o", "json")
+	require.Equal(t, 0, r.code, r.output())
+	var page, last engine.HoldPage
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
+	require.Len(t, page.Items, 2)
+	require.NotNil(t, page.NextCursor)
+	assert.Equal(t, m[1], *page.NextCursor)
+
+	r = runSvc(t, env, nil, "holds", "list", "--limit", "2", "--cursor", m[1], "-o", "json")
+	require.Equal(t, 0, r.code, r.output())
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &last))
+	require.Len(t, last.Items, 1)
+	assert.Nil(t, last.NextCursor)
+	for _, h := range append(page.Items, last.Items...) {
+		assert.True(t, ids[h.ID], h.ID)
+		delete(ids, h.ID)
+	}
+	assert.Empty(t, ids, "every hold listed once")
+	r = runSvc(t, env, nil, "holds", "list", "--limit", "2", "--cursor", m[1])
+	assert.NotContains(t, r.stdout, "more holds exist")
+}
+
+// TestHoldsCLIAssertedPrincipal: with SVC_REQUIRE_VERIFIED_APPROVER=false
+// the CLI approves as the principal of --principal, recorded unverified;
+// a malformed --principal is a usage error.
+func TestHoldsCLIAssertedPrincipal(t *testing.T) {
+	p, _ := holdsEngine(t, map[string]string{"SVC_REQUIRE_VERIFIED_APPROVER": "false"})
+	id, _ := raiseHold(t, p, nil)
+	env := map[string]string{"SVC_CORE_URL": p.URL, "SVC_CORE_TOKEN": "adapter-token"}
+	r := runSvc(t, env, nil, "holds", "approve", id, "--principal", "carol")
+	assert.Equal(t, 64, r.code, r.output())
+	assert.Contains(t, r.stderr, "--principal must be type:id")
+
+	r = runSvc(t, env, nil, "holds", "approve", id, "--principal", "human:carol", "-o", "json")
+	require.Equal(t, 0, r.code, r.output())
+	var h engine.Hold
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &h))
+	assert.Equal(t, engine.HoldApproved, h.Status)
+	require.NotNil(t, h.DecidedBy)
+	assert.Equal(t, engine.Principal{Type: "human", ID: "carol"}, *h.DecidedBy)
+	require.NotNil(t, h.DecidedByVerified)
+	assert.False(t, *h.DecidedByVerified)
+}
+
+// TestHoldsCLIPrintsTheWholeError: the CLI prints every member of the
+// engine's error body, the remedy's actions included, and a bare 401 names
+// SVC_CORE_TOKEN.
+func TestHoldsCLIPrintsTheWholeError(t *testing.T) {
+	p, _ := holdsEngine(t, nil)
+	id, _ := raiseHold(t, p, nil)
+	env := map[string]string{"SVC_CORE_URL": p.URL, "SVC_CORE_TOKEN": "adapter-token"}
+	r := runSvc(t, env, nil, "holds", "approve", id)
+	assert.Equal(t, 1, r.code, r.output())
+	assert.Contains(t, r.stderr, "error=principal_not_verified")
+	assert.Contains(t, r.stderr, "remedy:")
+	assert.Contains(t, r.stderr, "  - resolve with Authorization: Bearer <a token listed in SVC_RESOLVER_TOKENS>")
+	assert.Contains(t, r.stderr, "see docs/holds.md")
+
+	for _, args := range [][]string{{"holds", "list"}, {"freeze", "on"}} {
+		r = runSvc(t, map[string]string{"SVC_CORE_URL": p.URL}, nil, args...)
+		assert.Equal(t, 1, r.code, r.output())
+		assert.Contains(t, r.stderr, "engine answered 401")
+		assert.Contains(t, r.stderr, "SVC_CORE_TOKEN is not set: set it to the engine's SVC_AUTH_TOKEN")
+		r = runSvc(t, map[string]string{"SVC_CORE_URL": p.URL, "SVC_CORE_TOKEN": "wrong"}, nil, args...)
+		assert.Equal(t, 1, r.code, r.output())
+		assert.Contains(t, r.stderr, "the engine does not accept SVC_CORE_TOKEN")
+	}
 }
 
 // TestResolutionPrecedesItsRedemptionInTheAuditLog races many re-submissions

@@ -1,8 +1,10 @@
 package cmd
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -29,6 +31,22 @@ func holdsTable(w io.Writer, items []engine.Hold, now time.Time) error {
 		return err
 	}
 	return nil
+}
+
+// paramsText renders an envelope's params as compact JSON, keys sorted, so
+// that an approver sees what the action would do (a delete's where clause):
+// < and > as they are, control characters escaped.
+func paramsText(params map[string]any) string {
+	if len(params) == 0 {
+		return "{}"
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(params); err != nil {
+		return fmt.Sprintf("(unprintable: %v)", err)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // expiresIn renders the time left on a live hold, "-" on a settled one.
@@ -63,6 +81,9 @@ func printHold(w io.Writer, format string, h engine.Hold) error {
 		row("target", e.Target.Kind+" "+e.Target.Ref)
 		row("environment", e.Target.Environment)
 		row("count", fmt.Sprint(e.Magnitude.Count))
+		row("axes", fmt.Sprintf("reversibility=%s blast_radius=%s externality=%s",
+			e.Axes.Reversibility, e.Axes.BlastRadius, e.Axes.Externality))
+		row("params", paramsText(e.Params))
 	}
 	row("envelope hash", h.EnvelopeHash)
 	row("created", engine.FormatTime(h.CreatedTS))

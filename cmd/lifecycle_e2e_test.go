@@ -163,6 +163,30 @@ func TestDatabaseRemovedWhileServingDenies(t *testing.T) {
 		assert.Contains(t, rec["audit_error"], "database file removed or replaced")
 	}
 	assert.Len(t, auditLines(t, env["SVC_AUDIT_LOG"]), 4)
+	assert.NoFileExists(t, env["SVC_HOLDS_PATH"], "no empty database replaces the one removed")
+
+	// A restart would start afresh, forgetting every hold and charge: it is
+	// refused, naming both paths, unless --init says that is intended.
+	p.stop(t)
+	code, out := runFailing(t, env)
+	assert.Equal(t, 2, code, out)
+	assert.Contains(t, out, env["SVC_HOLDS_PATH"])
+	assert.Contains(t, out, env["SVC_AUDIT_LOG"])
+	assert.Contains(t, out, "--init")
+	assert.NoFileExists(t, env["SVC_HOLDS_PATH"])
+	q := startEngineArgs(t, env, "--init")
+	assert.Equal(t, 200, q.decide(t, envelope(nil)).Status)
+}
+
+// TestFreshDatabaseBesideAnEmptyLogStarts checks that a first start, with
+// neither database nor audit log, needs no --init; nor does a restart.
+func TestFreshDatabaseBesideAnEmptyLogStarts(t *testing.T) {
+	env := baseEnv(t)
+	p := startEngine(t, env)
+	require.Equal(t, 200, p.decide(t, envelope(nil)).Status)
+	p.stop(t)
+	q := startEngine(t, env)
+	require.Equal(t, 200, q.decide(t, envelope(nil)).Status)
 }
 
 // TestAuditLogRotatedWhileServing rotates the audit file the way logrotate

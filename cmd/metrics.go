@@ -3,15 +3,18 @@ package cmd
 import (
 	"net/http"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/metrics"
 )
 
 // newMetrics returns the metrics collector, which is the engine's Observer,
 // and the handler of GET /metrics. holds is counted by status at every
-// scrape; exp reports its export queues.
-func newMetrics(holds metrics.HoldCounter, exp *export.Exporter) (*metrics.Collector, http.Handler) {
-	c := metrics.New(metrics.Sources{Holds: holds, Export: exportQueues{exp}})
+// scrape; exp reports its export queues; eval, when it can keep a stale
+// policy pack (opa server mode), whether it does.
+func newMetrics(holds metrics.HoldCounter, exp *export.Exporter, eval engine.Evaluator) (*metrics.Collector, http.Handler) {
+	pack, _ := eval.(metrics.PackSource)
+	c := metrics.New(metrics.Sources{Holds: holds, Export: exportQueues{exp}, Pack: pack})
 	return c, c.Handler()
 }
 

@@ -365,7 +365,7 @@ func TestOPAURL(t *testing.T) {
 		opa.kill()
 		start := time.Now()
 		r := p.decide(t, envelope(nil))
-		assert.Less(t, time.Since(start), 2*time.Second)
+		assert.Less(t, time.Since(start), 4*time.Second, "within SVC_OPA_TIMEOUT and slack")
 		assert.Equal(t, 500, r.Status)
 		assert.Equal(t, "deny", r.str("decision"))
 		assert.Equal(t, "svc.core/internal_error", r.str("rule"))

@@ -18,7 +18,10 @@ func newPolicyCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "policy",
 		Short: "Work with policy packs",
-		Args:  cobra.NoArgs,
+		Long: "Work with policy packs: svc policy test runs opa test with the engine's input document.\n" +
+			"Exit code: that of the subcommand, 64 usage error.",
+		Args: argsOf(0, "a subcommand: test"),
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	c.AddCommand(newPolicyTestCommand())
 	return c
@@ -33,9 +36,15 @@ func newPolicyTestCommand() *cobra.Command {
 			"module, package svc.testing, whose input_document is the policy input the engine builds (a benign\n" +
 			"update in production), so tests exercise the real input shape:\n" +
 			"  policy.decision with input as testing.input_with({\"envelope\": {\"action\": {\"verb\": \"delete\"}}})\n" +
-			"Flags after -- go to opa test (e.g. -- -v, -- --run test_mine). Exit code: that of opa test.",
+			"Flags after -- go to opa test (e.g. -- -v, -- --run test_mine). Exit code: 0 the tests pass, 2 a test fails (those of opa test),\n" +
+			"1 the tests could not run (the pack does not load, opa is missing), 64 usage error.",
 		RunE: func(c *cobra.Command, args []string) error {
-			return runPolicyTest(c, policyDir, opaBin, args)
+			err := runPolicyTest(c, policyDir, opaBin, args)
+			var ee *exitError
+			if err == nil || errors.As(err, &ee) {
+				return err
+			}
+			return failure(err)
 		},
 	}
 	c.Flags().StringVar(&policyDir, "policy-dir", "", "the pack `dir` to test; empty: the bundled pack and its tests")

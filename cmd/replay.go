@@ -29,8 +29,17 @@ func newReplayCommand() *cobra.Command {
 		Long: "Reads the decisions of an svc audit log (JSONL), asks the candidate pack (--policy-dir, default the\n" +
 			"bundled one) the same question each was asked, with the budgets it saw, and prints the counts per\n" +
 			"old → new verdict and rule, then the changed decisions.\n" +
-			"Exit code: 0 nothing changes, 1 something changes, 2 the replay could not run.",
+			"Exit code: 0 nothing changes, 1 something changes, 2 the replay could not run, 64 usage error.",
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if audit == "" {
+				return errors.New("--audit is required")
+			}
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o must be table or json, got %q", output)
+			}
+			return nil
+		},
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := runReplay(c, audit, policyDir, opaBin, output); err != nil {
 				var ee *exitError
@@ -50,12 +59,6 @@ func newReplayCommand() *cobra.Command {
 }
 
 func runReplay(c *cobra.Command, audit, policyDir, opaBin, output string) error {
-	if audit == "" {
-		return errors.New("--audit is required")
-	}
-	if output != "table" && output != "json" {
-		return fmt.Errorf("-o must be table or json, got %q", output)
-	}
 	f, err := os.Open(audit)
 	if err != nil {
 		return fmt.Errorf("open audit log: %w", err)

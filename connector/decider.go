@@ -119,8 +119,6 @@ func (d *HTTPDecider) Decide(ctx context.Context, env *envelope.Envelope) (Decis
 		return Decision{}, fmt.Errorf("engine answered an unknown decision %q", dec.Decision)
 	case dec.Decision == "require_approval" && dec.HoldID == "":
 		return Decision{}, errors.New("engine required approval without a hold id")
-	case len(dec.Obligations) > 0:
-		return Decision{}, fmt.Errorf("engine set obligations %v the connector cannot honour", dec.Obligations)
 	}
 	return dec, nil
 }

@@ -56,7 +56,7 @@ func TestHTTPDeciderAnswers(t *testing.T) {
 		{"twice", 200, `{"decision": "deny", "decision": "allow"}`, ""},
 		{"unknown decision", 200, `{"decision": "maybe"}`, ""},
 		{"hold without id", 200, `{"decision": "require_approval"}`, ""},
-		{"obligations", 200, `{"decision": "allow", "obligations": ["redact"]}`, ""},
+		{"obligations", 200, `{"decision": "allow", "obligations": ["redact"]}`, "allow"}, // judged by the Governor
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/svc-dev/svc/connector/tenancy"
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
@@ -140,7 +143,7 @@ func (g *Governor) decideOne(ctx context.Context, req Request, t *tenancy.Tenant
 		return
 	}
 	c.out = g.fromDecision(c.tc, d)
-	if d.Decision == "require_approval" {
+	if c.out.Outcome == OutcomeHoldTimeout { // a hold carrying an obligation the connector cannot honour is not waited on
 		c.hold = d.HoldID
 	}
 	c.out.classifiedBy = cl.By
@@ -217,7 +220,7 @@ func (g *Governor) awaitOne(ctx context.Context, c *call, wait time.Duration) {
 			return
 		}
 		c.out = g.fromDecision(c.tc, d)
-		c.out.ReleasedAfterApproval = d.Decision == "allow"
+		c.out.ReleasedAfterApproval = c.out.Outcome == OutcomeAllow
 	case HoldPending:
 		c.out = g.refuse(c.tc, OutcomeHoldTimeout, ErrHoldTimeout, c.out.Rule,
 			fmt.Sprintf("awaiting approval: hold %s is still pending; retry the request once a human approved it", c.hold), c.hold)
@@ -227,7 +230,7 @@ func (g *Governor) awaitOne(ctx context.Context, c *call, wait time.Duration) {
 	}
 	c.out.HoldID, c.out.holdDecision, c.out.classifiedBy = &c.hold, hd, prev.classifiedBy
 	if c.out.DecisionID == nil { // no re-submission: the record is of the decision that raised the hold
-		c.out.DecisionID, c.out.verdict, c.out.envelopeHash = prev.DecisionID, prev.verdict, prev.envelopeHash
+		c.out.DecisionID, c.out.verdict, c.out.envelopeHash, c.out.obligations = prev.DecisionID, prev.verdict, prev.envelopeHash, prev.obligations
 	}
 }
 
@@ -238,13 +241,21 @@ func holdDecision(h Hold) *HoldDecision {
 	return &HoldDecision{DecidedBy: h.DecidedBy, Resolution: h.Status, Verified: h.Verified != nil && *h.Verified}
 }
 
-// fromDecision is the outcome of an engine decision.
+// fromDecision is the outcome of an engine decision. An allow or a hold
+// carrying an obligation outside the closed set is refused: the connector
+// cannot honour it (fail closed, docs/connector.md, "Obligations").
 func (g *Governor) fromDecision(tc ToolCall, d Decision) Outcome {
 	var o Outcome
-	switch d.Decision {
-	case "allow":
+	unknown := engine.UnknownObligations(d.Obligations)
+	switch {
+	case d.Decision != "deny" && len(unknown) > 0:
+		g.log.Error().Strs("obligations", unknown).Str("rule", d.Rule).Str("tool", tc.Name).
+			Msg("engine decision carries obligations the connector does not understand; tool call refused (fail closed)")
+		o = g.failClosed(tc, fmt.Sprintf("the engine's %s under %s carries obligations the connector does not understand: %s",
+			d.Decision, d.Rule, strings.Join(unknown, ", ")))
+	case d.Decision == "allow":
 		o = Outcome{ToolCallID: tc.ID, Tool: tc.Name, Outcome: OutcomeAllow, Rule: d.Rule, Reason: d.Reason, Enforced: g.mode != ModeObserve}
-	case "require_approval":
+	case d.Decision == "require_approval":
 		o = g.refuse(tc, OutcomeHoldTimeout, ErrHoldTimeout, d.Rule,
 			fmt.Sprintf("%s; approval required: hold %s awaits a human decision, retry the request once it is approved", d.Reason, d.HoldID), d.HoldID)
 	default:
@@ -257,7 +268,7 @@ func (g *Governor) fromDecision(tc ToolCall, d Decision) Outcome {
 		}
 		o = g.refuse(tc, OutcomeDeny, ErrDenied, d.Rule, reason, "")
 	}
-	o.verdict, o.envelopeHash = d.Decision, d.EnvelopeHash
+	o.verdict, o.envelopeHash, o.obligations = d.Decision, d.EnvelopeHash, d.Obligations
 	if d.DecisionID != "" {
 		id := d.DecisionID
 		o.DecisionID = &id
@@ -313,7 +324,12 @@ func (g *Governor) refuse(tc ToolCall, outcome, code, rule, reason, holdID strin
 func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *tenancy.Tenant, session string) Result {
 	rows := make([]Row, len(calls))
 	for i, c := range calls {
-		rows[i] = g.row(req, c, t, session)
+		var err error
+		if rows[i], err = g.row(req, c, t, session); err != nil {
+			g.log.Error().Err(err).Str("tool", c.tc.Name).Msg("params of a log_params obligation unrecordable; tool call refused (fail closed)")
+			c.out = g.failClosed(c.tc, "the params a log_params obligation asks for could not be recorded")
+			rows[i], _ = g.row(req, c, t, session) // no obligation left: cannot fail
+		}
 	}
 	if len(rows) > 0 {
 		if err := g.ledger.Record(ctx, rows); err != nil {
@@ -339,5 +355,43 @@ func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *te
 	if len(refused) > 0 {
 		res.RefusalPayload = &RefusalPayload{Svc: RefusalList{Refused: refused, Version: 1}}
 	}
+	for i, c := range calls {
+		if slices.Contains(c.out.obligations, engine.ObligationNotify) && released(req, &res, &c.out) {
+			g.notify(rows[i], t)
+		}
+	}
 	return res
+}
+
+// released reports whether a call reaches the client: every call in
+// observe mode; on path 1 none when the answer is refused as a whole; else
+// an allowed call.
+func released(req Request, res *Result, o *Outcome) bool {
+	switch {
+	case !o.Enforced:
+		return true
+	case req.Transport != TransportInProcess && res.Blocked():
+		return false
+	}
+	return o.Outcome == OutcomeAllow
+}
+
+// notify honours the notify obligation of a released call: one structured
+// log line, "obligation":"notify", naming the principal the agent acts for,
+// for the operator's log pipeline to route to the principal or a channel
+// (docs/connector.md, "Obligations"). The ledger row names the obligation
+// too.
+func (g *Governor) notify(r Row, t *tenancy.Tenant) {
+	ev := g.log.Warn().Str("obligation", engine.ObligationNotify).Str("tool", r.Tool).Str("tool_call_id", r.ToolCallID).
+		Str("rule", r.Rule).Str("transport", r.Transport).Str("model", r.Model)
+	if t != nil {
+		ev = ev.Str("principal", t.Principal).Str("org", t.Org)
+	}
+	if r.Session != nil {
+		ev = ev.Str("session", *r.Session)
+	}
+	if r.DecisionID != nil {
+		ev = ev.Str("decision_id", *r.DecisionID)
+	}
+	ev.Msg("svc notify: a tool call under a notify obligation was released")
 }

@@ -291,3 +291,128 @@ func TestGovernHoldWaitBesideADeniedCall(t *testing.T) {
 		})
 	}
 }
+
+// The obligations of the closed set are honoured and any other refuses the
+// call (fail closed), whatever the decision that carries it and on both
+// routes: log_params records the envelope's params in the ledger row before
+// the answer, notify logs a notice naming the principal for a released call
+// only, and an unknown obligation refuses an allow, a hold (not waited on)
+// and the allow of an approved re-submission.
+func TestGovernObligations(t *testing.T) {
+	call := ToolCall{ID: "call_1", Name: "crm_get_customer", Arguments: `{"customer_id": "cus_1"}`}
+	allow := func(o ...string) Decision {
+		return Decision{Decision: "allow", Rule: "svc.policy/x", DecisionID: "d1", Obligations: o}
+	}
+	held := func(o ...string) Decision {
+		return Decision{Decision: "require_approval", Rule: "svc.policy/x", HoldID: "h1", DecisionID: "d1", Obligations: o}
+	}
+	for _, transport := range []string{TransportGuardrailAPI, TransportInProcess} {
+		for _, tc := range []struct {
+			name     string
+			decision Decision
+			hold     Hold
+			outcome  string
+			params   bool
+			notified bool
+		}{
+			{"none", allow(), Hold{}, OutcomeAllow, false, false},
+			{"log_params", allow("log_params"), Hold{}, OutcomeAllow, true, false},
+			{"notify", allow("notify"), Hold{}, OutcomeAllow, false, true},
+			{"both", allow("log_params", "notify"), Hold{}, OutcomeAllow, true, true},
+			{"unknown", allow("notify", "max_rate"), Hold{}, OutcomeFailClosed, false, false},
+			{"unknown case", allow("Notify"), Hold{}, OutcomeFailClosed, false, false},
+			{"held notify", held("notify"), Hold{ID: "h1", Status: HoldPending}, OutcomeHoldTimeout, false, false},
+			{"held unknown", held("redact"), Hold{ID: "h1", Status: HoldApproved}, OutcomeFailClosed, false, false},
+			{"deny", Decision{Decision: "deny", Rule: "svc.policy/y", Obligations: []string{"redact"}}, Hold{}, OutcomeDeny, false, false},
+		} {
+			t.Run(transport+"/"+tc.name, func(t *testing.T) {
+				d := &fakeDecider{decision: tc.decision, hold: tc.hold}
+				led := &memLedger{}
+				var logs strings.Builder
+				g := NewGovernor(GovernorConfig{Mode: ModeEnforce, HoldWait: time.Second, Decider: d, Tenancy: testTenancy(t),
+					Ledger: led, Counters: &Counters{}, Log: zerolog.New(&logs)})
+				req := opsRequest(call)
+				req.Transport = transport
+				res := g.Govern(context.Background(), req)
+				o := res.Outcomes[0]
+				assert.Equal(t, tc.outcome, o.Outcome, o.Reason)
+				require.Len(t, led.rows, 1)
+				assert.Equal(t, append([]string{}, tc.decision.Obligations...), led.rows[0].Obligations)
+				if tc.params {
+					assert.JSONEq(t, `{"customer_id": "cus_1"}`, string(led.rows[0].Params))
+				} else {
+					assert.Nil(t, led.rows[0].Params)
+				}
+				assert.Equal(t, tc.notified, strings.Contains(logs.String(), `"obligation":"notify"`), logs.String())
+				if tc.notified {
+					assert.Contains(t, logs.String(), `"principal":"`)
+				}
+				if tc.outcome == OutcomeFailClosed {
+					assert.Equal(t, ErrFailClosed, o.Refusal.Error)
+					assert.Contains(t, o.Reason, "obligations the connector does not understand")
+					assert.Equal(t, "d1", *o.DecisionID, "the engine's decision stays on record")
+					assert.Equal(t, int64(1), d.calls.Load(), "a hold with an unknown obligation is not waited on")
+				}
+			})
+		}
+	}
+}
+
+// An approved hold's re-submission whose allow carries an unknown
+// obligation is refused, not released.
+func TestGovernObligationsOfTheReleasingAllow(t *testing.T) {
+	d := &resubmitDecider{first: Decision{Decision: "require_approval", Rule: "svc.policy/x", HoldID: "h1"},
+		then: Decision{Decision: "allow", Rule: "svc.policy/approved_resubmission", Obligations: []string{"max_rate"}}}
+	g := NewGovernor(GovernorConfig{Mode: ModeEnforce, HoldWait: time.Second, Decider: d, Tenancy: testTenancy(t),
+		Ledger: &memLedger{}, Counters: &Counters{}, Log: zerolog.Nop()})
+	res := g.Govern(context.Background(), opsRequest(readCall))
+	o := res.Outcomes[0]
+	assert.Equal(t, OutcomeFailClosed, o.Outcome)
+	assert.False(t, o.ReleasedAfterApproval)
+	assert.Contains(t, o.Reason, "max_rate")
+}
+
+// resubmitDecider answers first, then (for a re-submission with an
+// approval) then; every hold is approved.
+type resubmitDecider struct{ first, then Decision }
+
+func (r *resubmitDecider) Decide(_ context.Context, env *envelope.Envelope) (Decision, error) {
+	if env.Approval.Present {
+		return r.then, nil
+	}
+	return r.first, nil
+}
+
+func (r *resubmitDecider) AwaitHold(_ context.Context, id string, _ time.Duration) (Hold, error) {
+	return Hold{ID: id, Status: HoldApproved}, nil
+}
+
+// On path 1 a call allowed beside a refused one does not reach the client
+// (the whole answer is refused): it is not notified.
+func TestGovernNotifyOnlyWhatIsReleased(t *testing.T) {
+	d := &scriptedObligations{}
+	var logs strings.Builder
+	g := NewGovernor(GovernorConfig{Mode: ModeEnforce, Decider: d, Tenancy: testTenancy(t), Ledger: &memLedger{},
+		Counters: &Counters{}, Log: zerolog.New(&logs)})
+	req := opsRequest(readCall, ToolCall{ID: "call_2", Name: "deny_me", Arguments: `{}`})
+	res := g.Govern(context.Background(), req)
+	require.True(t, res.Blocked())
+	assert.NotContains(t, logs.String(), `"obligation":"notify"`)
+	req.Transport = TransportInProcess
+	g.Govern(context.Background(), req)
+	assert.Equal(t, 1, strings.Count(logs.String(), `"obligation":"notify"`), logs.String())
+}
+
+// scriptedObligations denies "deny_me" and allows anything else with notify.
+type scriptedObligations struct{}
+
+func (scriptedObligations) Decide(_ context.Context, env *envelope.Envelope) (Decision, error) {
+	if env.Action.Ability == "gateway/deny_me" {
+		return Decision{Decision: "deny", Rule: "svc.policy/y"}, nil
+	}
+	return Decision{Decision: "allow", Rule: "svc.policy/x", Obligations: []string{"notify"}}, nil
+}
+
+func (scriptedObligations) AwaitHold(context.Context, string, time.Duration) (Hold, error) {
+	return Hold{}, errors.New("no hold")
+}

@@ -1,9 +1,13 @@
 package connector
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/svc-dev/svc/connector/tenancy"
+	"github.com/svc-dev/svc/engine"
 )
 
 // Row is one ledger row: the connector's record of one tool call (gateway
@@ -34,11 +38,19 @@ type Row struct {
 	ClassifiedBy          string        `json:"classified_by"`
 	GatewayCallID         string        `json:"gateway_call_id"`
 	KeyAlias              *string       `json:"key_alias"`
+	// Obligations are those of the engine's decision (never nil).
+	Obligations []string `json:"obligations"`
+	// Params are the envelope's params, recorded only when the decision
+	// carries log_params; nil otherwise.
+	Params json.RawMessage `json:"params"`
 }
 
 // row is the ledger row of a call. The stage says what the gateway was
-// told: in observe mode every call is allowed at the gateway.
-func (g *Governor) row(req Request, c *call, t *tenancy.Tenant, session string) Row {
+// told: in observe mode every call is allowed at the gateway. A decision
+// carrying log_params has the envelope's params recorded (the obligation
+// honoured before the call is released); an error is returned when they
+// cannot be.
+func (g *Governor) row(req Request, c *call, t *tenancy.Tenant, session string) (Row, error) {
 	o := c.out
 	stage := StageAllowed
 	if o.Refused() && o.Enforced {
@@ -56,7 +68,19 @@ func (g *Governor) row(req Request, c *call, t *tenancy.Tenant, session string) 
 	if t != nil {
 		r.Org, r.Session = &t.Org, &session
 	}
-	return r
+	r.Obligations = append([]string{}, o.obligations...)
+	if slices.Contains(o.obligations, engine.ObligationLogParams) {
+		var params map[string]any
+		if c.env != nil {
+			params = c.env.Params
+		}
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return r, fmt.Errorf("record the params of %s: %w", c.tc.Name, err)
+		}
+		r.Params = raw
+	}
+	return r, nil
 }
 
 func optional(s string) *string {

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/svc-dev/svc/connector/internal/strictjson"
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // MaxBody bounds a request body; LiteLLM's post-call bodies carry the
@@ -127,6 +128,12 @@ func (s *Server) guard(route string, h func(w http.ResponseWriter, r *http.Reque
 				err = &BadRequest{Reason: "request body could not be read: " + err.Error()}
 			}
 			s.badRequest(w, route, err)
+			return
+		}
+		// Invalid UTF-8 and lone surrogates read as U+FFFD: two calls that
+		// differ there would be one call to the engine (engine/ijson).
+		if err := ijson.Check(body); err != nil {
+			s.badRequest(w, route, &BadRequest{Reason: err.Error()})
 			return
 		}
 		if err := h(w, r, body); err != nil {

@@ -114,7 +114,8 @@ type Outcome struct {
 	Refusal               *Refusal `json:"refusal"`
 	Enforced              bool     `json:"enforced"`
 
-	verdict      string // the engine's decision, "" when none was asked
+	verdict      string   // the engine's decision, "" when none was asked
+	obligations  []string // the engine decision's obligations
 	envelopeHash string
 	holdDecision *HoldDecision
 	classifiedBy string

@@ -35,8 +35,10 @@ func (s *Server) decideAuth(next func(http.ResponseWriter, *http.Request, string
 	}
 }
 
-// refuseAuth answers 401 or 403 on /v1/decide; the body carries a deny.
+// refuseAuth answers 401 or 403 on /v1/decide, without reading the
+// request's body (dropBody); the answer carries a deny.
 func (s *Server) refuseAuth(w http.ResponseWriter, err error) {
+	dropBody(w)
 	var e *Error
 	if !errors.As(err, &e) {
 		e = Errorf(EUNAUTHORIZED, "credential refused")
@@ -92,9 +94,10 @@ func (s *Server) tokenAuth(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // unauthorized logs and answers a request whose credential tok (possibly
-// none) was refused.
+// none) was refused, without reading its body (dropBody).
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, tok string) {
 	s.logRefused(r, tok, nil)
+	dropBody(w)
 	w.Header().Set("WWW-Authenticate", "Bearer")
 	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
 }

@@ -191,7 +191,7 @@ func (e *Engine) recordDegraded(ctx context.Context, ev DecisionEvent, cause err
 	defer cancel()
 	rec := DegradedDecisionEvent{DecisionEvent: ev, Degraded: true, AuditError: cause.Error()}
 	if err := e.deps.Recorder.RecordDegraded(ctx, EventDecision, rec); err != nil {
-		e.deps.Logger.Error().Err(err).Str("decision_id", ev.DecisionID).
+		e.logLimit.Event("no audit sink", e.deps.Logger.Error()).Err(err).Str("decision_id", ev.DecisionID).
 			Msg("fail-closed deny recorded in no audit sink")
 	}
 }
@@ -264,13 +264,16 @@ func (e *Engine) safeDecide(ctx context.Context, req Request, out *outcome, dead
 	return e.decide(ctx, req, out)
 }
 
-// failClosed turns out into an engine-fault deny and logs the cause.
+// failClosed turns out into an engine-fault deny and logs the cause, one
+// line per rule every LogPeriod at most (logLimit): a fault that lasts (a
+// full disk) fails every decision alike.
 func (e *Engine) failClosed(out *outcome, err error) int {
 	f := &fault{}
 	if !errors.As(err, &f) {
 		f = internalFault("decision could not complete", err)
 	}
-	e.deps.Logger.Error().Err(err).Str("decision_id", out.DecisionID).Str("rule", f.rule).Msg("decision failed closed")
+	e.logLimit.Event("failed closed "+f.rule, e.deps.Logger.Error()).Err(err).Str("decision_id", out.DecisionID).
+		Str("rule", f.rule).Msg("decision failed closed")
 	out.Decision.Decision, out.Rule, out.Reason = Deny, f.rule, f.reason+"; denied (fail closed)"
 	out.Obligations = []string{}
 	out.HoldID, out.ExpiresTS, out.ParentDecisionID, out.HoldReused = "", "", "", false

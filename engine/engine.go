@@ -69,6 +69,9 @@ type Engine struct {
 	// is on record before the change.
 	freeze sync.RWMutex
 	frozen atomic.Bool
+	// logLimit rate-limits the lines of faults that fail every decision
+	// alike while they last (failClosed, recordDegraded).
+	logLimit *LogLimiter
 }
 
 // New returns an Engine; it checks that every required dependency is set.
@@ -88,7 +91,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if cfg.Terminal == nil {
 		cfg.Terminal = func(rule string) bool { return rule == RuleTerminal }
 	}
-	e := &Engine{cfg: cfg, deps: deps, locks: newSessionLocks()}
+	e := &Engine{cfg: cfg, deps: deps, locks: newSessionLocks(), logLimit: NewLogLimiter()}
 	return e, nil
 }
 

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/rego"
 )
 
 // panicking is an evaluator that panics: a fault no real opa can produce
@@ -42,7 +44,9 @@ func (s stuck) Evaluate(ctx context.Context, _ json.RawMessage) (engine.Verdict,
 // hangs are each denied by their own deadline (SVC_OPA_TIMEOUT after their
 // arrival), not one deadline after another, and each deny is on record.
 func TestDecisionsQueuedBehindAStuckEvaluationDenyByTheirDeadline(t *testing.T) {
-	const deadline = 300 * time.Millisecond
+	// One deadline after another would answer the last of n after n
+	// deadlines (4 s), far beyond each one's deadline plus the slack below.
+	const deadline = 500 * time.Millisecond
 	cfg := engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour, Deadline: deadline}
 	p := newPipelineConfig(t, cfg, stuck{timeout: deadline}, nil)
 	const n = 8
@@ -212,4 +216,28 @@ func TestFailedCommitDenyIsInTheSinkThatWorks(t *testing.T) {
 			assert.Contains(t, rec.AuditError, c.auditErr)
 		})
 	}
+}
+
+// TestRecurringFaultIsLoggedOnce fails 30 decisions alike (their holds
+// cannot be stored): the fault is logged once, not once per decision, so
+// a fault that lasts (a full disk) cannot flood the log.
+func TestRecurringFaultIsLoggedOnce(t *testing.T) {
+	p := openPipeline(t, t.TempDir())
+	pack, cleanup, err := rego.Materialize()
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cleanup()) })
+	var log strings.Builder
+	e, err := engine.New(engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour},
+		engine.Deps{Evaluator: engine.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
+			Budgets: p.budgets, Holds: p.holds, Recorder: p.audit, Logger: zerolog.New(&log)})
+	require.NoError(t, err)
+	p.engine = e
+	_, err = p.db.SQL().ExecContext(context.Background(), "DROP TABLE holds")
+	require.NoError(t, err)
+	for range 30 {
+		d, status := p.decideStatus(t, "s", "delete", 1, "production", "irreversible", "broad")
+		require.Equal(t, 500, status)
+		require.Equal(t, engine.RuleHoldCreationFailed, d.Rule)
+	}
+	assert.Equal(t, 1, strings.Count(log.String(), `"message":"decision failed closed"`), log.String())
 }

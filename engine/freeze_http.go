@@ -27,9 +27,9 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	raw, err := s.readBody(w, r)
 	if err != nil {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large"})
+		writeBodyError(w, err)
 		return
 	}
 	var body freezeBody

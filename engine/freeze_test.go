@@ -110,7 +110,7 @@ func TestFreezeDoesNotWaitForASessionsQueue(t *testing.T) {
 	pack, cleanup, err := rego.Materialize()
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cleanup()) })
-	const delay, queued = 500 * time.Millisecond, 5
+	const delay, queued = time.Second, 5 // the queue behind: 4 s
 	slow := &slowEvaluator{Evaluator: engine.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
 		delay: delay, entered: make(chan struct{}, queued)}
 	p := newPipelineWith(t, slow, nil)

@@ -66,15 +66,14 @@ func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Now = s.engine.deps.Now()
-	page, err := s.holds.List(r.Context(), q)
+	page, err := s.holds.ListJSON(r.Context(), q)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	if page.Items == nil {
-		page.Items = []Hold{}
-	}
-	writeJSON(w, http.StatusOK, page)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(page) // the client may be gone; nothing to do
 }
 
 // handleGetHold answers a hold; with ?wait=<seconds> it first waits, up to
@@ -116,9 +115,9 @@ type resolveBody struct {
 }
 
 func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
-	raw, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	raw, err := s.readBody(w, r)
 	if err != nil {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large"})
+		writeBodyError(w, err)
 		return
 	}
 	var body resolveBody

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/svc-dev/svc/engine/envelope"
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // Gatekeeper authenticates portal-issued gate credentials on /v1/decide
@@ -25,6 +26,9 @@ type Gatekeeper interface {
 type ServerConfig struct {
 	AuthToken    string
 	MaxBodyBytes int64
+	// BodyTimeout bounds the read of a request's body (SVC_READ_TIMEOUT);
+	// 0 leaves it unbounded.
+	BodyTimeout time.Duration
 }
 
 // Server serves the engine's routes.
@@ -36,6 +40,7 @@ type Server struct {
 	gate     Gatekeeper              // nil when introspection is off
 	kill     *KillSwitch             // nil: no freeze routes
 	health   func() map[string]any   // extra /healthz fields, may be nil
+	ready    []ReadyCheck            // the checks of /readyz
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
 	watch    *holdWatch              // wakes the long-polls of holds
 	log      zerolog.Logger
@@ -61,6 +66,7 @@ type ServerDeps struct {
 	Gatekeeper Gatekeeper
 	KillSwitch *KillSwitch
 	Health     func() map[string]any
+	Ready      []ReadyCheck
 	Routes     map[string]http.Handler
 	Logger     zerolog.Logger
 }
@@ -68,7 +74,7 @@ type ServerDeps struct {
 // NewServer returns the engine's HTTP server.
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
-		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, extra: deps.Routes, log: deps.Logger,
+		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, ready: deps.Ready, extra: deps.Routes, log: deps.Logger,
 		watch:      newHoldWatch(),
 		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
 		portalLog:  deps.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: portalLogPeriod})}
@@ -78,6 +84,7 @@ func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("POST "+decidePath, s.decideAuth(s.handleDecide))
 	mux.HandleFunc("GET /v1/holds", s.holdsAuth(s.handleListHolds))
 	mux.HandleFunc("GET /v1/holds/{id}", s.holdsAuth(s.handleGetHold))
@@ -89,7 +96,29 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, s.tokenAuth(h.ServeHTTP))
 	}
-	return s.recoverer(securityHeaders(crossOrigin(mux)))
+	return s.requestLog(s.recoverer(securityHeaders(s.crossOrigin(routeNoter(unrouted(mux))))))
+}
+
+// unrouted answers a request for no route (404, or 405 for a known path)
+// without reading its body, and closes the connection (dropBody).
+func unrouted(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" {
+			dropBody(w)
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// dropBody makes the answer to a request whose body svc will not read
+// (a refused credential, an unknown route) close the connection, and
+// stops reading the body: net/http would otherwise wait for the rest of a
+// body, up to 256 KiB, to keep the connection, so that a client sending
+// part of a declared body would hold a goroutine and a descriptor for as
+// long as it likes. Call it before writing the answer.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // unsupported only by test recorders
 }
 
 // crossOrigin refuses state-changing requests that a browser sends from
@@ -97,12 +126,12 @@ func (s *Server) Handler() http.Handler {
 // request's Host: net/http's CrossOriginProtection), so that a web page
 // cannot post to an engine it can reach, e.g. on loopback with no token.
 // Clients that are not browsers send neither header and are not affected.
-func crossOrigin(next http.Handler) http.Handler {
+func (s *Server) crossOrigin(next http.Handler) http.Handler {
 	c := http.NewCrossOriginProtection()
 	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body := map[string]any{"error": "forbidden", "reason": "cross_origin_request"}
 		if isDecide(r) {
-			writeRefusal(w, http.StatusForbidden, body)
+			s.refuse(w, r, http.StatusForbidden, body)
 			return
 		}
 		writeJSON(w, http.StatusForbidden, body)
@@ -159,34 +188,76 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate string) {
 	received := time.Now()
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := s.readBody(w, r)
 	if err != nil {
-		writeRefusal(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "payload_too_large",
-			"reason": "request body exceeds SVC_MAX_BODY_BYTES"})
+		status, code, reason := bodyError(w, err)
+		s.refuse(w, r, status, map[string]any{"error": code, "reason": reason})
 		return
 	}
 	env, err := envelope.ParseEnvelope(body)
 	var inv *envelope.InvalidEnvelope
 	switch {
 	case errors.Is(err, envelope.ErrInvalidJSON):
-		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_json",
-			"reason": "request body is not one well-formed JSON value"})
+		s.refuse(w, r, http.StatusBadRequest, invalidJSONBody(err))
 		return
 	case errors.As(err, &inv):
-		writeRefusal(w, http.StatusBadRequest, map[string]any{"error": "invalid_envelope",
+		s.refuse(w, r, http.StatusBadRequest, map[string]any{"error": "invalid_envelope",
 			"field": inv.Field, "reason": inv.Reason})
 		return
 	}
 	d, status := s.engine.Decide(r.Context(), Request{Envelope: env, Gate: gate, Received: received})
+	note := noteOf(r)
+	note.decisionID, note.verdict = d.DecisionID, d.Decision
+	s.log.Debug().Str("decision_id", d.DecisionID).Str("verdict", d.Decision).Str("rule", d.Rule).Str("reason", d.Reason).
+		Str("session_id", env.Agent.SessionID).Str("verb", env.Action.Verb).Str("environment", env.Target.Environment).
+		Str("envelope_hash", d.EnvelopeHash).Msg("decision")
 	writeJSON(w, status, d)
 }
 
-// readBody reads at most limit bytes; a larger body is an error.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// invalidJSONBody is the refusal of a decide body ParseEnvelope found not
+// to be JSON: for a body breaking I-JSON's text rules, the reason and the
+// offset name the first offending byte.
+func invalidJSONBody(err error) map[string]any {
+	if ie, ok := errors.AsType[*ijson.Error](err); ok {
+		return map[string]any{"error": "invalid_json", "reason": ie.Error(), "offset": ie.Offset}
+	}
+	return map[string]any{"error": "invalid_json", "reason": "request body is not one well-formed JSON value"}
+}
+
+// readBody reads the body, at most MaxBodyBytes; a larger body is an
+// error, and so is a body not received within BodyTimeout. The deadline
+// is lifted once the body is read: net/http would otherwise cancel the
+// request's context when it passes, its handler running or not.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
+	if s.cfg.BodyTimeout > 0 {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported only by test recorders
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
+
+// bodyError is the status, error code and reason of the answer to a
+// request whose body readBody refused: 413 when it is too large, else 408,
+// the client having stopped sending it (or sent it too slowly); the
+// connection is closed.
+func bodyError(w http.ResponseWriter, err error) (status int, code, reason string) {
+	dropBody(w)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds SVC_MAX_BODY_BYTES"
+	}
+	return http.StatusRequestTimeout, "request_timeout", "request body not received in full within SVC_READ_TIMEOUT"
+}
+
+// writeBodyError answers a resolve or freeze request whose body readBody
+// refused: {error} with bodyError's status and code.
+func writeBodyError(w http.ResponseWriter, err error) {
+	status, code, _ := bodyError(w, err)
+	writeJSON(w, status, map[string]any{"error": code})
 }
 
 // writeRefusal answers a refused decide request; the body also carries a
@@ -222,8 +293,12 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		body["reason"] = e.Message
 	}
 	status := statusOf(e.Code)
-	if status >= http.StatusInternalServerError {
+	switch {
+	case status >= http.StatusInternalServerError:
 		s.log.Error().Err(err).Msg("request failed")
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
+		s.refusedLog.Warn().Int("status", status).Interface("error", body["error"]).Interface("field", body["field"]).
+			Msg("request refused")
 	}
 	writeJSON(w, status, body)
 }

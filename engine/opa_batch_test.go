@@ -103,7 +103,7 @@ func TestServerBatchDown(t *testing.T) {
 	for _, r := range results {
 		assert.ErrorIs(t, r.err, errOPADown)
 	}
-	assert.Less(t, time.Since(start), time.Second)
+	assert.Less(t, time.Since(start), 3*time.Second, "at once, not after a timeout")
 }
 
 // recordingSender answers each input with a verdict naming it, after
@@ -217,7 +217,7 @@ func TestBatcherDeadline(t *testing.T) {
 	within := func(t *testing.T, start time.Time, err error) {
 		t.Helper()
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Less(t, time.Since(start), timeout+200*time.Millisecond, "the call outlived its timeout")
+		assert.Less(t, time.Since(start), timeout+3*time.Second, "the call outlived its timeout") // stalled: never, but for its timeout
 	}
 	t.Run("queued and leading callers", func(t *testing.T) {
 		s := &stallingSender{release: make(chan struct{})}
@@ -317,7 +317,7 @@ func TestBatcherLeaderNearItsDeadline(t *testing.T) {
 	require.NoError(t, <-first)
 	start := time.Now()
 	assert.ErrorIs(t, <-leader, context.DeadlineExceeded, "the leader leaves at its own deadline")
-	assert.Less(t, time.Since(start), time.Second)
+	assert.Less(t, time.Since(start), 3*time.Second, "not held by the batch, whose query is stalled")
 	close(s.release) // the batch's query answers after the leader left
 	for range followers {
 		assert.NoError(t, <-results, "a follower with time left gets its verdict")

@@ -74,6 +74,11 @@ type OPAServer struct {
 	// one since the last health check proves it alive (watch).
 	answered atomic.Uint64
 
+	// stale is the error of the last reload of the pack under Watch,
+	// while the server keeps the previous pack; nil when the pack in force
+	// is the one on disk (PackStatus).
+	stale atomic.Pointer[string]
+
 	mu      sync.Mutex
 	lastErr error         // why the last server process ended; nil once one is ready
 	changed chan struct{} // closed and replaced when the server becomes ready or ends
@@ -277,7 +282,7 @@ func (s *OPAServer) supervise(ctx context.Context) {
 // It reports whether the process served and why it ended.
 func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 	_ = os.Remove(s.sock) // left behind by a killed predecessor
-	out := &opaServerOutput{log: s.cfg.Logger, tail: opaOutputTail}
+	out := &opaServerOutput{log: s.cfg.Logger, tail: opaOutputTail, reloaded: s.reloaded}
 	cmd := exec.Command(s.cfg.Bin, s.args()...)
 	cmd.Env = opaServerEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = out, out
@@ -420,8 +425,36 @@ func (s *OPAServer) watch(ctx context.Context, exited <-chan struct{}) bool {
 	}
 }
 
-// ready marks the server up and wakes Check.
+// PackStatus reports whether the policy pack in force is stale: under
+// Watch, an edit of the pack failed to load (it does not compile, say),
+// and the server keeps deciding with the pack it had; err is opa's load
+// error. It turns fresh when a later edit loads, or a restarted server
+// loads the pack on disk.
+func (s *OPAServer) PackStatus() (stale bool, err error) {
+	if e := s.stale.Load(); e != nil {
+		return true, errors.New(*e)
+	}
+	return false, nil
+}
+
+// reloaded records the outcome of a reload of the pack under Watch, and
+// logs a failed one as making the pack stale.
+func (s *OPAServer) reloaded(loadErr string) {
+	if loadErr == "" {
+		if s.stale.Swap(nil) != nil {
+			s.cfg.Logger.Info().Str("policy_dir", s.cfg.PolicyDir).Msg("policy pack reloaded: no longer stale")
+		}
+		return
+	}
+	s.stale.Store(&loadErr)
+	s.cfg.Logger.Error().Str("policy_dir", s.cfg.PolicyDir).Str("load_error", loadErr).
+		Msg("policy pack stale: an edit failed to load; decisions still use the previous pack")
+}
+
+// ready marks the server up and wakes Check; a server just started has
+// loaded the pack on disk, so the pack is not stale.
 func (s *OPAServer) ready(pid int) {
+	s.stale.Store(nil)
 	s.up.Store(true)
 	s.notify(nil)
 	s.cfg.Logger.Info().Int("pid", pid).Msg("opa server ready")

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -19,10 +20,13 @@ const opaOutputTail = opaMaxSnippet
 // exec.Cmd calls Write from one goroutine at a time and Wait returns after
 // the last Write, so it needs no lock.
 type opaServerOutput struct {
-	log     zerolog.Logger
-	tail    int
-	last    []byte // the latest tail bytes
-	partial []byte // an unterminated line
+	log zerolog.Logger
+	// reloaded, when set, is called with each outcome of a reload of the
+	// policy pack under --watch: "" when the pack loaded, else opa's error.
+	reloaded func(loadErr string)
+	tail     int
+	last     []byte // the latest tail bytes
+	partial  []byte // an unterminated line
 }
 
 // Write implements io.Writer; it never fails, so opa is never blocked.
@@ -49,17 +53,51 @@ func (o *opaServerOutput) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// line logs one line at the level recordLevel gives it.
+// line logs one line at the level recordLevel gives it: one of opa's JSON
+// records as a nested object (its fields stay fields for a log pipeline),
+// any other line as a string; and it reports the outcome of a reload of
+// the pack.
 func (o *opaServerOutput) line(b []byte) {
 	s := opaSnippet(b)
 	if s == "" {
 		return
 	}
-	o.log.WithLevel(recordLevel(b)).Str("opa", s).Msg("opa server output")
+	if loadErr, ok := reloadOutcome(b); ok && o.reloaded != nil {
+		o.reloaded(loadErr)
+	}
+	ev := o.log.WithLevel(recordLevel(b))
+	if rec := bytes.TrimSpace(b); len(rec) <= opaMaxSnippet && rec[0] == '{' && utf8.Valid(rec) && json.Valid(rec) {
+		ev.RawJSON("opa", rec).Msg("opa server output")
+		return
+	}
+	ev.Str("opa", s).Msg("opa server output")
 }
 
 // opaRecordMembers are the members of opa's JSON log records svc reads.
-var opaRecordMembers = [...]string{"level", "err"}
+var opaRecordMembers = [...]string{"level", "err", "msg"}
+
+// opaReloadMessage is the message of the record opa logs after reloading
+// the files it watches (--watch), with the error of the load in "err".
+const opaReloadMessage = "Processed file watch event."
+
+// reloadOutcome reads a record of opa's output: whether it reports a
+// reload of the pack, and the load's error, "" when the pack loaded.
+func reloadOutcome(b []byte) (string, bool) {
+	var members [len(opaRecordMembers)]json.RawMessage
+	var msg string
+	if envelope.ExactMembers(b, opaRecordMembers[:], members[:]) != nil || members[2] == nil ||
+		json.Unmarshal(members[2], &msg) != nil || msg != opaReloadMessage {
+		return "", false
+	}
+	if members[1] == nil || string(members[1]) == "null" {
+		return "", true
+	}
+	var loadErr string
+	if json.Unmarshal(members[1], &loadErr) != nil {
+		loadErr = opaSnippet(members[1])
+	}
+	return loadErr, true
+}
 
 // recordLevel is the level opa gave a line of its output, and at least warn
 // when it reports an error (a failed reload is an info record carrying

@@ -213,7 +213,7 @@ type HoldPage struct {
 }
 
 // Holds reads the durable hold store; the decision path writes holds
-// through Journal.Commit. Get and List report a pending or approved hold
+// through Journal.Commit. Get and ListJSON report a pending or approved hold
 // whose expiry has passed as expired. Reusable returns the hold a
 // require_approval of binding (HoldBinding) reuses: one that is pending,
 // or approved and not consumed, and unexpired at now (an approved one
@@ -225,7 +225,10 @@ type HoldPage struct {
 // decisions one creates the hold and the others reuse it.
 type Holds interface {
 	Get(ctx context.Context, id string, now time.Time) (Hold, error)
-	List(ctx context.Context, q HoldQuery) (HoldPage, error)
+	// ListJSON returns one page of a listing as the JSON of a HoldPage,
+	// bounded in bytes as well as in holds: it is encoded one hold at a
+	// time, never holding the page's holds decoded.
+	ListJSON(ctx context.Context, q HoldQuery) ([]byte, error)
 	Reusable(ctx context.Context, binding string, now time.Time) (Hold, error)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/svc-dev/svc/engine/envelope"
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // invalidJSON is the 400 of a request body that is not the JSON object its
@@ -19,8 +20,18 @@ func invalidJSON(reason, field string) *Error {
 	return e
 }
 
+// invalidText is the 400 of a body that breaks I-JSON's text rules: its
+// reason and offset name the first offending byte.
+func invalidText(err error) *Error {
+	e := invalidJSON(err.Error(), "")
+	if ie, ok := errors.AsType[*ijson.Error](err); ok {
+		e.Fields = map[string]any{"offset": ie.Offset}
+	}
+	return e
+}
+
 // decodeStrict decodes body into v, refusing what JSON readers disagree on.
-// body must be exactly one JSON object followed only by whitespace; every
+// body must keep to I-JSON's text rules (ijson.Check) and be exactly one JSON object followed only by whitespace; every
 // member name must be one of fields, spelled exactly (no case variant, no
 // name that matches only after Unicode folding, no unknown name), where a
 // member of a nested object is given as "parent.name"; no object may name a
@@ -29,6 +40,9 @@ func invalidJSON(reason, field string) *Error {
 // member name is reported by its path in field. Errors are *Error values
 // built by invalidJSON.
 func decodeStrict(body []byte, v any, usage string, fields ...string) error {
+	if err := ijson.Check(body); err != nil {
+		return invalidText(err)
+	}
 	if err := checkMembers(body, "", fields); err != nil {
 		var e *Error
 		if errors.As(err, &e) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -287,4 +289,44 @@ func TestDecodeStrictManyMembers(t *testing.T) {
 func TestPortalNullAnswerIsNoObject(t *testing.T) {
 	var values [len(gateMembers)]json.RawMessage
 	assert.ErrorContains(t, answerMembers([]byte("null"), values[:]), "portal answer is not a JSON object")
+}
+
+// TestBodiesRefuseInvalidText checks that every body svc parses refuses
+// invalid UTF-8 and escaped lone surrogates (RFC 7493), naming the offset,
+// rather than reading them as U+FFFD: one approval would otherwise cover
+// bodies that differ there.
+func TestBodiesRefuseInvalidText(t *testing.T) {
+	minimal, err := os.ReadFile(filepath.Join("envelope", "testdata", "envelopes", "minimal.json"))
+	require.NoError(t, err)
+	withParams := func(p string) string {
+		return strings.Replace(string(minimal), `"approval":`, `"params": `+p+`, "approval":`, 1)
+	}
+	cases := []struct {
+		name, path, body, bad string // bad: the offending bytes, found in body for the offset
+	}{
+		{"decide, invalid byte", "/v1/decide", withParams("{\"to\":\"acct-\xff\"}"), "\xff"},
+		{"decide, overlong form", "/v1/decide", withParams("{\"to\":\"acct-\xc0\xaf\"}"), "\xc0"},
+		{"decide, lone high surrogate", "/v1/decide", withParams(`{"to":"acct-\ud800"}`), `\ud800`},
+		{"decide, lone low surrogate in a key", "/v1/decide", withParams(`{"\udfff":1}`), `\udfff`},
+		{"resolve, invalid byte", "/v1/holds/h1/resolve", "{\"decision\":\"approve\",\"reason\":\"ok\xfe\"}", "\xfe"},
+		{"resolve, lone surrogate", "/v1/holds/h1/resolve", `{"decision":"approve","reason":"\udbff"}`, `\udbff`},
+		{"freeze, invalid byte", "/v1/freeze", "{\"frozen\":true,\"reason\":\"\xed\xa0\x80\"}", "\xed"},
+		{"freeze, lone surrogate", "/v1/freeze", `{"frozen":true,"reason":"\ud800\u0041"}`, `\ud800`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := &recordingResolver{}
+			srv := newStrictServer(t, res)
+			code, body := post(t, srv, c.path, c.body)
+			require.Equal(t, http.StatusBadRequest, code, "%v", body)
+			assert.Equal(t, "invalid_json", body["error"])
+			assert.EqualValues(t, strings.Index(c.body, c.bad), body["offset"])
+			assert.Contains(t, body["reason"], "RFC 7493")
+			assert.Nil(t, res.got, "the resolver must not see the body")
+			assert.False(t, srv.kill.Query().Frozen, "the body must change nothing")
+			if c.path == "/v1/decide" {
+				assert.Equal(t, Deny, body["decision"])
+			}
+		})
+	}
 }

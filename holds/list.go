@@ -1,6 +1,7 @@
 package holds
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -36,20 +37,69 @@ type cursor struct {
 	ID      string `json:"i"`
 }
 
+// MaxPageBytes bounds the JSON of the holds of one page: a page ends
+// before the hold that would take it past MaxPageBytes, and always holds
+// one hold at least, so that a listing of large holds costs memory in
+// proportion to this bound rather than to the page size times the size of
+// a hold. The page's next_cursor continues where it ended.
+const MaxPageBytes = 1 << 20
+
 // List returns one page of holds in created time, then id order, as of
-// q.Now. Status is one of the hold statuses, "all" or "" (no filter);
-// Limit 0 means DefaultLimit; Cursor is a NextCursor this Store issued for
-// the same status filter. Anything else is an invalid_request error naming
-// the field. Cursors are signed with a key that lives as long as the Store.
+// q.Now: at most q.Limit holds, and fewer when their JSON would pass
+// MaxPageBytes. Status is one of the hold statuses, "all" or "" (no
+// filter); Limit 0 means DefaultLimit; Cursor is a NextCursor this Store
+// issued for the same status filter. Anything else is an invalid_request
+// error naming the field. Cursors are signed with a key that lives as long
+// as the Store.
 func (s *Store) List(ctx context.Context, q engine.HoldQuery) (engine.HoldPage, error) {
+	page := engine.HoldPage{Items: []engine.Hold{}}
+	next, err := s.page(ctx, q, func(h engine.Hold, _ []byte) { page.Items = append(page.Items, h) })
+	if err != nil {
+		return engine.HoldPage{}, err
+	}
+	page.Count, page.NextCursor = len(page.Items), next
+	return page, nil
+}
+
+// ListJSON returns the page List would, as the JSON of an engine.HoldPage:
+// the holds are read from the database, decoded and encoded one at a time,
+// so the page costs its own JSON, at most MaxPageBytes and one hold.
+func (s *Store) ListJSON(ctx context.Context, q engine.HoldQuery) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"items":[`)
+	n := 0
+	next, err := s.page(ctx, q, func(_ engine.Hold, raw []byte) {
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(raw)
+		n++
+	})
+	if err != nil {
+		return nil, err
+	}
+	tail, _ := json.Marshal(struct { // an int and a string pointer always marshal
+		Count      int     `json:"count"`
+		NextCursor *string `json:"next_cursor"`
+	}{n, next})
+	buf.WriteString("],")
+	buf.Write(tail[1:])
+	buf.WriteByte('\n')
+	return buf.Bytes(), nil
+}
+
+// page reads one page of the listing q, calling emit with each hold and
+// its JSON in order, and returns the cursor of the next page, nil at the
+// end of the listing (see List).
+func (s *Store) page(ctx context.Context, q engine.HoldQuery, emit func(h engine.Hold, raw []byte)) (*string, error) {
 	status, limit, err := validateQuery(q)
 	if err != nil {
-		return engine.HoldPage{}, fmt.Errorf("list holds: %w", err)
+		return nil, fmt.Errorf("list holds: %w", err)
 	}
 	after := cursor{Status: status, Created: math.MinInt64}
 	if q.Cursor != "" {
 		if after, err = s.decodeCursor(q.Cursor, status); err != nil {
-			return engine.HoldPage{}, fmt.Errorf("list holds: %w", err)
+			return nil, fmt.Errorf("list holds: %w", err)
 		}
 	}
 	now := q.Now
@@ -58,21 +108,42 @@ func (s *Store) List(ctx context.Context, q engine.HoldQuery) (engine.HoldPage, 
 	}
 	filter, args := statusFilter(status, now.UnixMilli())
 	args = append(args, after.Created, after.Created, after.ID, limit+1)
-	items, err := queryHolds(ctx, s.db, now, `SELECT `+holdColumns+` FROM holds WHERE `+filter+
+	rows, err := s.db.QueryContext(ctx, `SELECT `+holdColumns+` FROM holds WHERE `+filter+
 		` AND (created_ms > ? OR (created_ms = ? AND id > ?)) ORDER BY created_ms, id LIMIT ?`, args...)
 	if err != nil {
-		return engine.HoldPage{}, fmt.Errorf("list holds: %w", err)
+		return nil, fmt.Errorf("list holds: %w", err)
 	}
-	page := engine.HoldPage{Items: []engine.Hold{}}
-	if len(items) > limit {
-		items = items[:limit]
-		last := items[limit-1]
-		next := s.encodeCursor(cursor{Status: status, Created: last.CreatedTS.UnixMilli(), ID: last.ID})
-		page.NextCursor = &next
+	defer func() { _ = rows.Close() }()
+	var last *engine.Hold
+	n, size := 0, 0
+	for rows.Next() {
+		if n == limit {
+			return s.nextCursor(status, last), nil
+		}
+		h, err := scanHold(rows, now)
+		if err != nil {
+			return nil, fmt.Errorf("list holds: %w", err)
+		}
+		raw, err := json.Marshal(h)
+		if err != nil {
+			return nil, fmt.Errorf("list holds: encode hold %s: %w", h.ID, err)
+		}
+		if n > 0 && size+len(raw) > MaxPageBytes {
+			return s.nextCursor(status, last), nil
+		}
+		emit(h, raw)
+		last, n, size = &h, n+1, size+len(raw)+1
 	}
-	page.Items = append(page.Items, items...)
-	page.Count = len(page.Items)
-	return page, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list holds: %w", err)
+	}
+	return nil, nil
+}
+
+// nextCursor is the cursor of the page after the one that ends with last.
+func (s *Store) nextCursor(status string, last *engine.Hold) *string {
+	next := s.encodeCursor(cursor{Status: status, Created: last.CreatedTS.UnixMilli(), ID: last.ID})
+	return &next
 }
 
 func validateQuery(q engine.HoldQuery) (string, int, error) {

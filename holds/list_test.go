@@ -197,3 +197,57 @@ func TestListCursorSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{seqID(2), seqID(3)}, holdIDs(page.Items))
 }
+
+// TestListCapsAPageInBytes lists holds of about 300 KB each: a page ends
+// before the hold that would take its JSON past MaxPageBytes, its cursor
+// continues there, and the pages together hold every hold once; ListJSON
+// is List encoded.
+func TestListCapsAPageInBytes(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t)
+	const n, each = 12, 300 << 10
+	want := make([]engine.Hold, n)
+	for i := range want {
+		want[i] = newHold(seqID(i), t0.Add(time.Duration(i)*time.Millisecond))
+		want[i].Envelope.Params = map[string]any{"blob": strings.Repeat("x", each)}
+	}
+	mustCreate(t, s, want...)
+
+	var got []string
+	q := engine.HoldQuery{Status: "all", Limit: MaxLimit, Now: t0}
+	for {
+		raw, err := s.ListJSON(ctx, q)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(raw), MaxPageBytes+100, "the page's JSON stays within the bound")
+		var page engine.HoldPage
+		require.NoError(t, json.Unmarshal(raw, &page))
+		typed, err := s.List(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, mustMarshal(t, typed), mustMarshal(t, page), "ListJSON is List encoded")
+		require.Equal(t, MaxPageBytes/each, page.Count, "as many holds as fit")
+		got = append(got, holdIDs(page.Items)...)
+		if page.NextCursor == nil {
+			break
+		}
+		q.Cursor = *page.NextCursor
+	}
+	require.Equal(t, holdIDs(want), got)
+
+	huge := newHold("huge", t0.Add(time.Hour))
+	huge.Envelope.Params = map[string]any{"blob": strings.Repeat("y", MaxPageBytes+1)}
+	mustCreate(t, s, huge)
+	page, err := s.List(ctx, engine.HoldQuery{Status: "all", Limit: MaxLimit, Cursor: q.Cursor, Now: t0})
+	require.NoError(t, err)
+	require.Equal(t, []string{"h-0009", "h-0010", "h-0011"}, holdIDs(page.Items), "the huge hold does not fit after them")
+	require.NotNil(t, page.NextCursor)
+	page, err = s.List(ctx, engine.HoldQuery{Status: "all", Limit: MaxLimit, Cursor: *page.NextCursor, Now: t0})
+	require.NoError(t, err)
+	require.Equal(t, []string{"huge"}, holdIDs(page.Items), "a hold larger than the bound is a page of its own")
+}
+
+func mustMarshal(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(raw)
+}

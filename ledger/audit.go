@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -49,6 +51,9 @@ type Audit struct {
 	file   *jsonl   // nil when no audit path is configured
 	holds  HoldRows // nil when commits carry no hold writes
 	log    zerolog.Logger
+	// logLimit rate-limits the lines of failures that recur with every
+	// batch while a fault lasts (a full disk).
+	logLimit *engine.LogLimiter
 
 	// flushErr is the error of the first failed flush under DurabilityOS;
 	// once it is set, every batch is refused (flush). Only the leader
@@ -57,8 +62,11 @@ type Audit struct {
 	// fileGone is set once the removal of the database file has been
 	// logged (noteFileGone). Only the leader touches it.
 	fileGone bool
-	stop     chan struct{} // closed by Close to end the flush loop
-	stopped  chan struct{} // closed when the flush loop has ended
+	// appendErr is the error of the last append to the file, nil once one
+	// succeeds (Writable).
+	appendErr atomic.Pointer[error]
+	stop      chan struct{} // closed by Close to end the flush loop
+	stopped   chan struct{} // closed when the flush loop has ended
 
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when leading becomes false
@@ -118,7 +126,9 @@ type signal struct {
 
 // NewAudit returns the audit log on db, appending to the JSONL file at path
 // when path is not empty and writing the hold rows of commits through holds
-// (nil when no commit carries any), with db's Durability. A file that cannot
+// (nil when no commit carries any), with db's Durability. The lines a crash
+// left in the file without committing their batch are voided first
+// (reconcile); failing that fails construction. A file that cannot
 // be opened does not fail construction: the error is logged, every Record
 // fails (so the engine denies) and retries the open until it succeeds.
 func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger) (*Audit, error) {
@@ -137,12 +147,14 @@ func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
 	}
-	a := &Audit{db: db, insert: insert, charge: charge, holds: holds, log: log}
+	a := &Audit{db: db, insert: insert, charge: charge, holds: holds, log: log, logLimit: engine.NewLogLimiter()}
 	a.idle.L = &a.mu
 	if path != "" {
 		a.file = newJSONL(path, db.durability == DurabilityFull, log)
 		if err := a.file.open(); err != nil {
 			log.Error().Err(err).Msg("audit log unwritable: every decision is denied until it can be opened")
+		} else if err := a.reconcile(ctx); err != nil {
+			return nil, fmt.Errorf("new audit: %w", err)
 		}
 	}
 	if db.durability == DurabilityOS {
@@ -150,6 +162,25 @@ func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 		go a.flushLoop(flushEvery)
 	}
 	return a, nil
+}
+
+// Writable checks that the JSONL file, if one is configured, can be
+// appended to: its path opens for appending now (which creates the file if
+// it is missing, as the next append would), and the last append, if any,
+// succeeded. It does not touch the file the leader appends to.
+func (a *Audit) Writable() error {
+	if a.file == nil {
+		return nil
+	}
+	f, err := os.OpenFile(a.file.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open audit log: %w", err)
+	}
+	_ = f.Close() // opened for the check only, nothing written
+	if last := a.appendErr.Load(); last != nil && *last != nil {
+		return fmt.Errorf("the last append failed: %w", *last)
+	}
+	return nil
 }
 
 // Record appends record (marshalled as JSON) under kind and returns once it

@@ -24,8 +24,9 @@ import (
 func (a *Audit) commit(ctx context.Context, batch []*entry) error {
 	var file <-chan appended
 	var written []*entry
-	rows, mirrorErr := a.mirror(ctx, batch, func(live []*entry) {
+	rows, mirrorErr := a.mirror(ctx, batch, func(live []*entry) <-chan appended {
 		written, file = live, a.appendAsync(live)
+		return file
 	})
 	if file == nil {
 		return mirrorErr
@@ -48,6 +49,13 @@ func (a *Audit) commit(ctx context.Context, batch []*entry) error {
 	return errors.Join(f.err, mirrorErr)
 }
 
+// crashBeforeCommit is nil but in builds with the svcfault tag, where the
+// crash tests set it (fault_crash.go): it runs in a batch's transaction
+// just before its commit, given the batch's entries and the outcome of
+// their file append, and either returns without reading file or ends the
+// process, so that a test can kill svc between the two writes of a batch.
+var crashBeforeCommit func(batch []*entry, file <-chan appended)
+
 // appended is the outcome of a JSONL append: the file's size before it, or
 // why it failed.
 type appended struct {
@@ -65,6 +73,7 @@ func (a *Audit) appendAsync(batch []*entry) <-chan appended {
 	done := make(chan appended, 1)
 	go func() {
 		size, err := a.file.append(buf)
+		a.appendErr.Store(&err)
 		done <- appended{size, err}
 	}()
 	return done
@@ -99,21 +108,24 @@ type mirrored struct {
 }
 
 // mirror makes the batch's hold writes, calls started with the entries
-// that remain, then inserts their audit rows and charges, all in one
-// transaction, and returns what it wrote.
-func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []*entry)) (mirrored, error) {
+// that remain (which starts their file append), then inserts their audit
+// rows and charges, all in one transaction, and returns what it wrote.
+func (a *Audit) mirror(ctx context.Context, batch []*entry, started func(live []*entry) <-chan appended) (mirrored, error) {
 	var rows mirrored
 	err := a.db.write(ctx, func(tx *sql.Tx) error {
 		live, err := a.holdWrites(ctx, tx, batch, &rows)
 		if err != nil {
 			return err
 		}
-		started(live)
+		file := started(live)
 		insert, charge := tx.StmtContext(ctx, a.insert), tx.StmtContext(ctx, a.charge)
 		for _, e := range live {
 			if err := a.insertEntry(ctx, insert, charge, e, &rows); err != nil {
 				return err
 			}
+		}
+		if crashBeforeCommit != nil {
+			crashBeforeCommit(live, file)
 		}
 		return nil
 	})

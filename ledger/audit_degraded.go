@@ -15,7 +15,8 @@ import (
 )
 
 // KindVoided is the kind of the record that voids a line left in the JSONL
-// file by a batch that was not committed (see voided).
+// file by a batch that was not committed (see voided, and reconcile for
+// the lines a crash leaves).
 const KindVoided = "voided"
 
 // salvageTimeout bounds the mirror write of RecordDegraded when its context
@@ -123,7 +124,7 @@ func (a *Audit) salvageFile(batch []*entry) error {
 		return nil
 	}
 	if _, err := a.file.append(joinLines(batch)); err != nil {
-		a.log.Error().Err(err).Strs("decision_ids", decisionIDs(batch)).
+		a.logLimit.Event("salvage file", a.log.Error()).Err(err).Strs("decision_ids", decisionIDs(batch)).
 			Msg("audit log: a degraded record could not be written to the file")
 		return err
 	}
@@ -144,7 +145,7 @@ func (a *Audit) salvageMirror(ctx context.Context, batch []*entry) error {
 		return nil
 	})
 	if err != nil {
-		a.log.Error().Err(err).Strs("decision_ids", decisionIDs(batch)).
+		a.logLimit.Event("salvage mirror", a.log.Error()).Err(err).Strs("decision_ids", decisionIDs(batch)).
 			Msg("audit mirror: a degraded record could not be written")
 		return fmt.Errorf("mirror degraded audit records: %w", err)
 	}
@@ -153,7 +154,8 @@ func (a *Audit) salvageMirror(ctx context.Context, batch []*entry) error {
 
 // voided is the record that voids one line of a batch that was not
 // committed but whose lines could not be removed from the file (an
-// append-only file refuses truncation): the line stays, followed by this
+// append-only file refuses truncation), or that a crash left in the file
+// before its batch committed (reconcile): the line stays, followed by this
 // record naming it.
 type voided struct {
 	TS          string `json:"ts"`
@@ -168,16 +170,11 @@ type voided struct {
 // which cause kept in the file. If that fails too it logs: the lines stay
 // as if acknowledged.
 func (a *Audit) void(batch []*entry, cause error) {
-	ts := engine.FormatTime(a.db.Now())
+	ts := nowStamp(a.db)
 	var buf bytes.Buffer
 	for _, e := range batch {
 		for _, l := range e.lines {
-			sum := sha256.Sum256(l.body)
-			// A struct of strings always marshals.
-			body, _ := json.Marshal(voided{TS: ts, Event: KindVoided, VoidedEvent: l.kind,
-				DecisionID: l.decisionID, LineSHA256: hex.EncodeToString(sum[:]), Reason: voidReason})
-			buf.Write(body)
-			buf.WriteByte('\n')
+			buf.Write(voidedLine(ts, l.kind, l.decisionID, l.body, voidReason))
 		}
 	}
 	if _, err := a.file.write(buf.Bytes(), true); err != nil {
@@ -188,6 +185,19 @@ func (a *Audit) void(batch []*entry, cause error) {
 	a.log.Warn().Err(cause).Strs("decision_ids", decisionIDs(batch)).
 		Msg("audit log: the lines of a failed batch stay in the file; voided records follow them")
 }
+
+// voidedLine is the voided record, with its newline, of the line body
+// (without its newline) of kind and decision id, for reason.
+func voidedLine(ts, kind, decisionID string, body []byte, reason string) []byte {
+	sum := sha256.Sum256(body)
+	// A struct of strings always marshals.
+	out, _ := json.Marshal(voided{TS: ts, Event: KindVoided, VoidedEvent: kind,
+		DecisionID: decisionID, LineSHA256: hex.EncodeToString(sum[:]), Reason: reason})
+	return append(out, '\n')
+}
+
+// nowStamp is the time of db's clock as records write it.
+func nowStamp(db *DB) string { return engine.FormatTime(db.Now()) }
 
 // joinLines is the lines of batch, each ended by a newline.
 func joinLines(batch []*entry) []byte {

@@ -203,7 +203,7 @@ func TestRecordDegradedDoesNotWaitForAStuckBatch(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_ = s.audit.RecordDegraded(ctx, engine.EventDecision, decision("deny-2"))
-	assert.Less(t, time.Since(start), time.Second, "bounded by the deadline, not by the batch ahead")
+	assert.Less(t, time.Since(start), 2500*time.Millisecond, "bounded by the deadline, not by the batch ahead (5 s)")
 	require.Error(t, <-stuck, "the batch ahead fails at the busy timeout")
 	require.Eventually(t, func() bool { return s.fileHas(t, "deny-2") }, 5*time.Second, 10*time.Millisecond,
 		"the record is written when its batch comes")
@@ -215,8 +215,15 @@ func TestRecordDegradedMeetsItsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	require.NoError(t, s.audit.RecordDegraded(ctx, engine.EventDecision, decision("deny-1")))
-	assert.Less(t, time.Since(start), time.Second, "bounded by the deadline, not the 5 s busy timeout")
-	assert.True(t, s.fileHas(t, "deny-1"))
-	assert.Equal(t, 1, s.logs.Count("audit mirror: a degraded record could not be written"))
+	err := s.audit.RecordDegraded(ctx, engine.EventDecision, decision("deny-1"))
+	assert.Less(t, time.Since(start), 2500*time.Millisecond, "bounded by the deadline, not the 5 s busy timeout")
+	// The outcome comes within degradedGrace of the deadline, or, on a
+	// loaded machine, later: then the call says the record stays queued,
+	// and the file takes it all the same.
+	if err != nil {
+		assert.ErrorContains(t, err, "the record stays queued")
+	}
+	require.Eventually(t, func() bool { return s.fileHas(t, "deny-1") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return s.logs.Count("audit mirror: a degraded record could not be written") == 1 },
+		5*time.Second, 10*time.Millisecond)
 }

@@ -127,3 +127,25 @@ func TestAuditCloseDuringRecords(t *testing.T) {
 	assert.Len(t, readLines(t, path), acked)
 	assert.Len(t, records(t, a, ""), acked)
 }
+
+// TestAuditWritable: the readiness check of the audit log fails while its
+// path cannot be opened for appending, and while the last append failed
+// (a device that opens but takes no byte), and passes again once an append
+// succeeds.
+func TestAuditWritable(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "logs")
+	a := newAudit(t, openDB(t), filepath.Join(dir, "audit.jsonl"))
+	assert.ErrorContains(t, a.Writable(), "open audit log")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	assert.NoError(t, a.Writable())
+	require.NoError(t, a.Record(ctx, engine.EventDecision, decision("d1")))
+	assert.NoError(t, a.Writable())
+
+	full := newAudit(t, openDB(t), "/dev/full")
+	assert.NoError(t, full.Writable(), "it opens")
+	require.Error(t, full.Record(ctx, engine.EventDecision, decision("d2")))
+	assert.ErrorContains(t, full.Writable(), "the last append failed")
+
+	assert.NoError(t, newAudit(t, openDB(t), "").Writable(), "no file, nothing to check")
+}

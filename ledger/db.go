@@ -30,8 +30,23 @@ import (
 // queries that stores on this database issue as SQL text (the hold store's
 // reads and its writes in a decision's transaction) are prepared once per
 // connection, like the statements this package prepares itself.
+//
+// _cache_size bounds each connection's page cache (cacheKiB); with the pool
+// bounded to maxConns, SQLite's caches hold maxConns × cacheKiB at most
+// (docs/performance.md, "Memory under steady load").
 const pragmas = "_journal_mode=WAL&_busy_timeout=" + busyTimeoutMS +
-	"&_txlock=immediate&_foreign_keys=1&_stmt_cache_size=32"
+	"&_txlock=immediate&_foreign_keys=1&_stmt_cache_size=32&_cache_size=-" + cacheKiB
+
+// cacheKiB is the page cache of one connection, in KiB (SQLite's default
+// is 2000). The decision path reads the tail of its indexes and the
+// charges of recent sessions, which a small cache holds.
+const cacheKiB = "1024"
+
+// maxConns bounds the connection pool, open and idle alike: every
+// connection keeps its own page cache and compiled statements, and a pool
+// that closes and re-opens connections as load varies fragments the C
+// heap. Writes are serialised anyway (DB.writer); the rest are reads.
+const maxConns = 6
 
 // busyTimeoutMS is how long, in milliseconds, a connection waits for a lock
 // that another process holds on the database.
@@ -99,6 +114,7 @@ type DB struct {
 	temp       string      // private directory removed on Close; "" for a durable path
 	pg         bool        // a PostgreSQL database (OpenPostgres), not a SQLite file
 	file       os.FileInfo // the database file as opened, to detect its removal (checkFile)
+	created    bool        // Open created the file (Created)
 
 	// writer serialises this package's write transactions in Go: SQLite's
 	// busy handler, which would otherwise queue them, polls with sleeps of
@@ -115,7 +131,10 @@ type DB struct {
 }
 
 // Open opens (creating if needed) the database at path, committing with
-// durability d (DurabilityFull when empty), and applies pending migrations. An empty path means ephemeral: the database lives in a private
+// durability d (DurabilityFull when empty), and applies pending migrations.
+// Only Open creates the file: every connection opens it read-write without
+// creating it, so a database removed or moved away while svc runs is never
+// replaced by an empty one (see checkFile). An empty path means ephemeral: the database lives in a private
 // temporary directory that Close removes, so "in-memory" state is simply not
 // persisted across restarts. A real file is used rather than a shared-cache
 // :memory: database, whose table locks break concurrent readers and writers.
@@ -145,11 +164,18 @@ func (db *DB) open(ctx context.Context) error {
 	if strings.ContainsRune(db.path, '?') {
 		return errors.New("path must not contain '?'")
 	}
-	sqlDB, err := sql.Open("sqlite3", db.path+"?"+pragmas+db.durability.synchronous())
+	created, err := createFile(db.path)
+	if err != nil {
+		return err
+	}
+	db.created = created
+	sqlDB, err := sql.Open("sqlite3", dsn(db.path)+"?mode=rw&"+pragmas+db.durability.synchronous())
 	if err != nil {
 		return err
 	}
 	db.db = sqlDB
+	sqlDB.SetMaxOpenConns(maxConns)
+	sqlDB.SetMaxIdleConns(maxConns)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		return err
 	}
@@ -159,6 +185,48 @@ func (db *DB) open(ctx context.Context) error {
 	// The migrations have written the file, so it exists now.
 	db.file, err = os.Stat(db.path)
 	return err
+}
+
+// createFile creates an empty file at path (SQLite reads an empty file as
+// an empty database), readable by its owner only (0600, as the audit log:
+// SQLite would create it 0644, and its write-ahead log and shared-memory
+// files take the mode of the database file), unless one exists, and
+// reports whether it did. An existing file keeps the mode it has.
+func createFile(path string) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := f.Close(); err != nil {
+		return true, err
+	}
+	return true, syncDir(filepath.Dir(path))
+}
+
+// dsn is the SQLite URI of the file at path: "file:" and the path, with
+// the characters that a URI reads specially escaped.
+func dsn(path string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "#", "%23").Replace(filepath.Clean(path))
+}
+
+// Created reports whether Open created the database file, rather than
+// opening one that existed.
+func (db *DB) Created() bool { return db.created }
+
+// Exists reports whether a database file exists at path, so that a caller
+// can tell, before Open, whether Open would create it.
+func Exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("ledger %s: %w", path, err)
 }
 
 // migrate applies, in name order, every embedded migration not yet recorded
@@ -263,6 +331,13 @@ func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) error 
 		return err
 	}
 	return db.writeTx(ctx, conn.BeginTx, fn)
+}
+
+// Writable checks that the database takes writes now: it takes the write
+// lock (BEGIN IMMEDIATE) and checks that the file is still the one opened,
+// as every write does, within ctx's deadline, and commits nothing.
+func (db *DB) Writable(ctx context.Context) error {
+	return db.writeWithin(ctx, func(*sql.Tx) error { return nil })
 }
 
 // release restores conn's busy timeout and returns it to the pool, or

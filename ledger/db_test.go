@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
@@ -137,4 +138,59 @@ func TestOpenErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.path)
 		})
 	}
+}
+
+// TestRemovedDatabaseIsNeverRecreated removes the database under an open
+// DB and makes the pool open new connections: none may create an empty
+// database at the path, which a restart would take for the real one.
+func TestRemovedDatabaseIsNeverRecreated(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "svc.db")
+	db, err := ledger.Open(ctx, path, ledger.DurabilityFull)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	assert.True(t, db.Created())
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		require.NoError(t, os.Remove(path+suffix))
+	}
+	var conns []*sql.Conn
+	for range 4 { // more than the pool keeps idle: new connections are opened
+		c, err := db.SQL().Conn(ctx)
+		if err == nil {
+			conns = append(conns, c)
+			_, _ = c.ExecContext(ctx, "SELECT 1")
+		}
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	assert.NoFileExists(t, path)
+
+	again, err := ledger.Exists(path)
+	require.NoError(t, err)
+	assert.False(t, again)
+}
+
+// TestOpenCreatesPrivateFiles: a new database, its write-ahead log and its
+// shared-memory file are readable by their owner only, as the audit log
+// is; Writable takes the write lock and commits nothing.
+func TestOpenCreatesPrivateFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svc.db")
+	db, err := ledger.Open(context.Background(), path, ledger.DurabilityFull)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	require.NoError(t, db.Writable(context.Background()))
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), p)
+	}
+}
+
+// TestWritableFailsWhenTheFileIsGone: the readiness check of the database
+// fails once its file is removed, as every write then does.
+func TestWritableFailsWhenTheFileIsGone(t *testing.T) {
+	db := openDB(t)
+	require.NoError(t, os.Remove(db.Path()))
+	assert.ErrorContains(t, db.Writable(context.Background()), "missing")
 }

@@ -44,6 +44,7 @@ var _ engine.Observer = (*Collector)(nil)
 type Sources struct {
 	Holds  HoldCounter
 	Export QueueSource
+	Pack   PackSource       // the evaluator, when it can keep a stale pack (opa server mode)
 	Now    func() time.Time // clock for hold expiry; time.Now when nil
 }
 
@@ -84,7 +85,24 @@ func New(src Sources) *Collector {
 	if src.Export != nil {
 		c.reg.MustRegister(&exportCollector{source: src.Export})
 	}
+	if src.Pack != nil {
+		c.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svc_policy_pack_stale",
+			Help: "1 while an edit of the policy pack failed to load and the previous pack still decides (opa server mode), else 0.",
+		}, func() float64 {
+			if stale, _ := src.Pack.PackStatus(); stale {
+				return 1
+			}
+			return 0
+		}))
+	}
 	return c
+}
+
+// PackSource reports whether the policy pack in force is stale: an edit
+// failed to load, and the previous pack still decides.
+type PackSource interface {
+	PackStatus() (stale bool, err error)
 }
 
 // Decided implements engine.Observer.

@@ -122,3 +122,23 @@ func TestFailingHoldCountLeavesOtherMetrics(t *testing.T) {
 	// scrape shows it.
 	assert.Equal(t, 1.0, scrape(t, c)[`promhttp_metric_handler_errors_total{cause="gathering"}`])
 }
+
+// pack is a PackSource whose staleness a test sets.
+type pack struct{ stale bool }
+
+func (p *pack) PackStatus() (bool, error) {
+	if p.stale {
+		return true, errors.New("rego_parse_error")
+	}
+	return false, nil
+}
+
+func TestPolicyPackStale(t *testing.T) {
+	p := &pack{}
+	c := metrics.New(metrics.Sources{Pack: p})
+	assert.Equal(t, 0.0, scrape(t, c)["svc_policy_pack_stale"])
+	p.stale = true
+	assert.Equal(t, 1.0, scrape(t, c)["svc_policy_pack_stale"], "read at every scrape")
+	_, reported := scrape(t, metrics.New(metrics.Sources{}))["svc_policy_pack_stale"]
+	assert.False(t, reported, "not reported when the evaluator cannot keep a stale pack")
+}

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,6 +38,7 @@ func TestRecordAndRecent(t *testing.T) {
 		rows := []connector.Row{
 			{Time: time.Unix(1, 0), Outcome: "allow", Rule: "r", Tool: "a", ToolCallID: "c1", EnforcementStage: connector.StageAllowed,
 				Transport: connector.TransportGuardrailAPI, Mode: "enforce", Enforced: true, Org: &org, ReleasedAfterApproval: true, HoldID: &hold,
+				Obligations: []string{"log_params", "notify"}, Params: []byte(`{"amount":"10.5"}`),
 				HoldDecision: &connector.HoldDecision{DecidedBy: &connector.Principal{Type: "human", ID: "alice"}, Resolution: "approved", Verified: true}},
 			{Time: time.Unix(2, 0), Outcome: "unmapped", Rule: "r2", Tool: "b", ToolCallID: "c2", EnforcementStage: connector.StageRefused,
 				Transport: connector.TransportInProcess, Mode: "enforce"},
@@ -50,8 +52,44 @@ func TestRecordAndRecent(t *testing.T) {
 		require.Equal(t, rows[0].HoldDecision, got[1].HoldDecision)
 		require.Equal(t, "acme", *got[1].Org)
 		require.True(t, got[1].ReleasedAfterApproval)
+		require.Equal(t, []string{"log_params", "notify"}, got[1].Obligations)
+		require.JSONEq(t, `{"amount":"10.5"}`, string(got[1].Params))
+		require.Equal(t, []string{}, got[0].Obligations)
+		require.Nil(t, got[0].Params, "params are recorded only under log_params")
 		require.NoError(t, l.Close())
 	}
+}
+
+// A ledger file of a connector from before the obligations and params
+// columns gets them at Open, its rows kept.
+func TestOpenAddsNewColumns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite3", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE gateway_ledger (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts TEXT NOT NULL,
+		decision_id TEXT, outcome TEXT NOT NULL, verdict TEXT, rule TEXT NOT NULL, reason TEXT NOT NULL, envelope_hash TEXT,
+		org TEXT, session TEXT, tool TEXT NOT NULL, tool_call_id TEXT NOT NULL, enforcement_stage TEXT NOT NULL,
+		released_after_approval INTEGER NOT NULL, hold_id TEXT, hold_decision TEXT, transport TEXT NOT NULL,
+		api_base_host TEXT, deployment_id TEXT, provider TEXT, mode TEXT NOT NULL, enforced INTEGER NOT NULL,
+		model TEXT NOT NULL, classified_by TEXT NOT NULL, gateway_call_id TEXT NOT NULL, key_alias TEXT);
+		INSERT INTO gateway_ledger (ts, outcome, rule, reason, tool, tool_call_id, enforcement_stage,
+		released_after_approval, transport, mode, enforced, model, classified_by, gateway_call_id)
+		VALUES ('2026-01-01T00:00:00Z', 'allow', 'r', '', 'a', 'c-old', 'allowed_at_gateway', 0, 'in_process', 'enforce', 1, 'm', 'map', 'g')`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	ctx := context.Background()
+	l, err := ledger.Open(ctx, path, true)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Close()) }()
+	require.NoError(t, l.Record(ctx, []connector.Row{{Time: time.Unix(3, 0), Outcome: "allow", Rule: "r", Tool: "b",
+		ToolCallID: "c-new", EnforcementStage: connector.StageAllowed, Transport: connector.TransportInProcess, Mode: "enforce",
+		Obligations: []string{"notify"}}}))
+	got, err := l.Recent(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, []string{"notify"}, got[0].Obligations)
+	require.Equal(t, "c-old", got[1].ToolCallID)
+	require.Equal(t, []string{}, got[1].Obligations)
 }
 
 func TestRefusedStageIsChecked(t *testing.T) {

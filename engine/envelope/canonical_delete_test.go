@@ -349,15 +349,6 @@ func BenchmarkCanonicalVerb(b *testing.B) {
 	}
 }
 
-// TestCanonicalVerbAllocs: CanonicalVerb, on the decision path, costs no
-// more allocations than verbCases allow.
-func TestCanonicalVerbAllocs(t *testing.T) {
-	for _, c := range verbCases {
-		n := testing.AllocsPerRun(100, func() { CanonicalVerb(c.verb, c.ability, "recoverable") })
-		assert.LessOrEqual(t, n, c.allocs, "verb %q ability %q", c.verb, c.ability)
-	}
-}
-
 // TestNamesDeleteResplits: words and namesDelete, which split a name
 // again only where resplits says its stand-ins may split it otherwise,
 // from a name normalised once, give what the full path gives

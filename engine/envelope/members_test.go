@@ -77,17 +77,3 @@ func TestExactMembersManyMembers(t *testing.T) {
 		})
 	}
 }
-
-// TestExactMembersAllocates checks that reading the members of a verdict,
-// on the decision path, allocates nothing.
-func TestExactMembersAllocates(t *testing.T) {
-	doc := []byte(`{"decision":"deny","rule":"svc.policy/strict","reason":"policy says deny","extra":{"k":[1,2]}}`)
-	names := []string{"decision", "rule", "reason"}
-	var values [3]json.RawMessage
-	allocs := testing.AllocsPerRun(100, func() {
-		if err := ExactMembers(doc, names, values[:]); err != nil {
-			t.Fatal(err)
-		}
-	})
-	assert.Zero(t, allocs)
-}

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // Limits of envelope values.
@@ -34,12 +37,16 @@ var knownTopLevel = []string{"svc_version", "agent", "action", "target", "params
 	"approval", "trajectory_ref", "context", "meta"}
 
 // ParseEnvelope decodes, validates and canonicalises an Action Envelope.
-// It returns ErrInvalidJSON for malformed JSON and *InvalidEnvelope for a
+// It returns ErrInvalidJSON for malformed JSON (wrapping an *ijson.Error
+// for invalid UTF-8 or an escaped lone surrogate) and *InvalidEnvelope for a
 // document that breaks the envelope contract (docs/api.md). It reads the
 // body in one checking pass (scanKeys) and one decoding pass over the
 // checked values, and refuses exactly what encoding/json based parsing
 // refused, with the same errors.
 func ParseEnvelope(body []byte) (*Envelope, error) {
+	if err := ijson.Check(body); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
+	}
 	doc, err := scanKeys(body)
 	if err != nil {
 		return nil, err
@@ -147,10 +154,28 @@ func (v *validator) agent(env *Envelope, a *wireAgent) {
 		return
 	}
 	env.Agent = Agent{
-		ID:         v.required("agent.id", a.ID),
-		OnBehalfOf: v.optional("agent.on_behalf_of", a.OnBehalfOf),
-		SessionID:  Fold(v.required("agent.session_id", a.SessionID)),
+		ID:         v.required("agent.id", v.identity("agent.id", a.ID)),
+		OnBehalfOf: v.optional("agent.on_behalf_of", v.identity("agent.on_behalf_of", a.OnBehalfOf)),
+		SessionID:  Fold(v.required("agent.session_id", v.identity("agent.session_id", a.SessionID))),
 	}
+}
+
+// identity refuses an identity field holding a control character (a
+// newline, U+0085) or a format character (a zero-width space, a
+// bidirectional override): a log or SIEM line that drops or renders such a
+// character would show two distinct identities as one, so none is accepted
+// rather than canonicalised away. It returns s for the next check.
+func (v *validator) identity(field string, s *string) *string {
+	if s == nil {
+		return s
+	}
+	for i, r := range *s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			v.fail(field, fmt.Sprintf("must not contain control or format characters (U+%04X at byte %d)", r, i))
+			return s
+		}
+	}
+	return s
 }
 
 func (v *validator) axes(env *Envelope, a *wireAxes) {

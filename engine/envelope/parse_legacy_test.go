@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/big"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // This file keeps the encoding/json based ParseEnvelope that the single-pass
@@ -18,6 +21,9 @@ import (
 
 // legacyParseEnvelope is the former ParseEnvelope.
 func legacyParseEnvelope(body []byte) (*Envelope, error) {
+	if err := ijson.Check(body); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
+	}
 	unknown, err := legacyScanKeys(body)
 	if err != nil {
 		return nil, err
