@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/database/pgtest"
 )
 
@@ -200,4 +201,34 @@ func TestReplicasFailClosedWhenPostgresDies(t *testing.T) {
 		return true
 	})
 	assert.Positive(t, n)
+}
+
+// A decision whose budget subject another replica holds locked past the
+// decision deadline (SVC_OPA_TIMEOUT) is denied at that deadline, not left
+// waiting; once the lock is released, decisions are allowed again.
+func TestReplicaLockWaitEndsAtTheDecisionDeadline(t *testing.T) {
+	url := pgtest.URL(t)
+	rs := startReplicas(t, 1, url, map[string]string{"SVC_OPA_TIMEOUT": "2"})
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	defer func() { _ = db.Close() }()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	// The lock a replica stuck in the middle of a decision of session "stuck" holds.
+	key := database.LockKey("subject/s\x00stuck")
+	_, err = conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key)
+	require.NoError(t, err)
+
+	start := time.Now()
+	d := rs[0].decide(t, envelope(map[string]any{"agent.session_id": "stuck"}))
+	assert.Equal(t, 500, d.Status)
+	assert.Equal(t, "deny", d.str("decision"))
+	assert.Equal(t, "svc.core/internal_error", d.str("rule"))
+	assert.Less(t, time.Since(start), 30*time.Second, "the wait ends at the deadline, not never")
+
+	_, err = conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, key)
+	require.NoError(t, err)
+	assert.Equal(t, "allow", rs[0].decide(t, envelope(map[string]any{"agent.session_id": "stuck"})).str("decision"))
 }
