@@ -10,7 +10,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -142,19 +141,25 @@ func LockKey(name string) int64 {
 // WithLock runs fn on one connection of db while holding the session-level
 // advisory lock of name, which serialises fn across every replica: the
 // migrations of replicas starting together run one after another.
+//
+// The wait for the lock is bounded by ctx only, not by the pool's
+// statement and lock timeouts (the decision deadline), which are lifted on
+// this connection; it is closed afterwards rather than returned to the
+// pool, which also releases the lock.
 func WithLock(ctx context.Context, db *sql.DB, name string, fn func(conn *sql.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close() }()
+	defer func() {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closes it
+		_ = conn.Close()
+	}()
+	if _, err := conn.ExecContext(ctx, `SET statement_timeout = 0; SET lock_timeout = 0`); err != nil {
+		return fmt.Errorf("advisory lock %s: %w", name, err)
+	}
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, LockKey(name)); err != nil {
 		return fmt.Errorf("advisory lock %s: %w", name, err)
 	}
-	err = fn(conn)
-	if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, LockKey(name)); uerr != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closing it releases the lock
-		err = errors.Join(err, uerr)
-	}
-	return err
+	return fn(conn)
 }

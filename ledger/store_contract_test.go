@@ -204,3 +204,33 @@ func TestStoreContract(t *testing.T) {
 		})
 	}
 }
+
+// Replicas starting together on a new PostgreSQL database migrate it one
+// at a time (an advisory lock), even with a decision deadline far shorter
+// than the wait for that lock.
+func TestPostgresReplicasMigrateTogether(t *testing.T) {
+	url := pgtest.URL(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			db, err := ledger.OpenPostgres(ctx, url, ledger.DurabilityFull, 10*time.Millisecond)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer func() { _ = db.Close() }()
+			if _, err := holds.NewStore(ctx, db.SQL()); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err)
+	}
+}
