@@ -365,8 +365,12 @@ func TestRedemptionBindsActionParamsAndActor(t *testing.T) {
 }
 
 func TestConcurrentRedemptionsAllowExactlyOnce(t *testing.T) {
-	// 100 re-submissions of one session are serialised: on a loaded machine
-	// the last waits longer than the default deadline of 10 s, and is denied.
+	// 100 re-submissions of one session are serialised, each an opa eval
+	// process compiling the pack (default eval mode; see
+	// TestConcurrentDeletesOfOneSessionNeverExceedTheBudget): on a loaded
+	// machine the last waits longer than the default deadline of 10 s, which
+	// counts its wait, and is denied. The deadline is not what this test is
+	// about.
 	p, _ := holdsEngine(t, map[string]string{"SVC_OPA_TIMEOUT": "120"})
 	id, _ := raiseHold(t, p, nil)
 	require.Equal(t, 200, resolve(t, p, "tok-bob", id, map[string]any{"decision": "approve"}).Status)

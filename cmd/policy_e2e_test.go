@@ -91,6 +91,57 @@ func TestRotationHeldByAgentAndPrincipalBudgets(t *testing.T) {
 		"require_approval svc.policy/principal_delete_budget": 5}, count)
 }
 
+// The agent's and the principal's external-send and money budgets end to
+// end (their delete budgets: TestRotationHeldByAgentAndPrincipalBudgets),
+// with limits lowered in the pack's data: an agent rotating sessions, and a
+// principal whose agents rotate too, are held by their own rule.
+func TestAgentAndPrincipalSendAndMoneyBudgets(t *testing.T) {
+	pack := packWith(t, func(svc map[string]any) {
+		svc["agent_thresholds"].(map[string]any)["external_sends"] = 2
+		svc["principal_thresholds"].(map[string]any)["external_sends"] = 3
+		money := svc["money"].(map[string]any)
+		money["agent"] = map[string]any{"default": 100, "currencies": map[string]any{}}
+		money["principal"] = map[string]any{"default": 150, "currencies": map[string]any{}}
+	})
+	env := baseEnv(t)
+	env["SVC_POLICY_DIR"] = pack
+	p := startEngine(t, env)
+	ask := func(agent, principal, session string, edits map[string]any) string {
+		edits["agent.id"], edits["agent.on_behalf_of"], edits["agent.session_id"] = agent, principal, session
+		r := p.decide(t, envelope(edits))
+		require.Equal(t, 200, r.Status, "%v", r.Body)
+		return r.str("decision") + " " + r.str("rule")
+	}
+	send := func() map[string]any {
+		return map[string]any{"action.verb": "send", "action.ability": "mail/send", "axes.externality": "outbound"}
+	}
+	pay := func() map[string]any {
+		return map[string]any{"action.verb": "transfer", "action.ability": "bank/transfer",
+			"params": map[string]any{"amount": "60", "currency": "EUR"}}
+	}
+	allowed := "allow svc.policy/default_allow"
+	var got []string
+	for i := range 3 {
+		got = append(got, ask("sender", "human:send-lead", fmt.Sprintf("send-%d", i), send()))
+	}
+	assert.Equal(t, []string{allowed, allowed, "require_approval svc.policy/agent_cumulative_budget"}, got)
+	got = nil
+	for i := range 4 {
+		got = append(got, ask(fmt.Sprintf("sender-%d", i), "human:send-boss", fmt.Sprintf("boss-%d", i), send()))
+	}
+	assert.Equal(t, []string{allowed, allowed, allowed, "require_approval svc.policy/principal_cumulative_budget"}, got)
+	got = nil
+	for i := range 2 {
+		got = append(got, ask("payer", "human:pay-lead", fmt.Sprintf("pay-%d", i), pay()))
+	}
+	assert.Equal(t, []string{allowed, "require_approval svc.policy/agent_money_budget"}, got)
+	got = nil
+	for i := range 3 {
+		got = append(got, ask(fmt.Sprintf("payer-%d", i), "human:pay-boss", fmt.Sprintf("boss-pay-%d", i), pay()))
+	}
+	assert.Equal(t, []string{allowed, allowed, "require_approval svc.policy/principal_money_budget"}, got)
+}
+
 // packWith is a copy of the bundled pack whose data.svc is edited by edit.
 func packWith(t *testing.T, edit func(svc map[string]any)) string {
 	t.Helper()

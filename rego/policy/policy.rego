@@ -155,6 +155,7 @@ verdict(skip) := {
 	"reason": sprintf("session object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
 	not skip["svc.policy/cumulative_budget"]
+
 	# Every action charges objects; this branch is on every allow's path,
 	# so its cheapest failing test, the comparison, comes first.
 	n := input.envelope.magnitude.count
@@ -389,45 +390,28 @@ count_ok(x) if {
 	x == round(x)
 }
 
-# valid_thresholds holds when each budget limit is a non-negative integer.
-valid_thresholds if {
-	t := data.svc.thresholds
-	d := t.deletes
-	s := t.external_sends
-	o := t.objects
-	is_number(d)
-	is_number(s)
-	is_number(o)
-	d >= 0
-	s >= 0
-	o >= 0
-	d == round(d)
-	s == round(s)
-	o == round(o)
-	valid_limits(data.svc.agent_thresholds)
-	valid_limits(data.svc.principal_thresholds)
-	valid_money_limits(data.svc.money.session)
-	valid_money_limits(data.svc.money.agent)
-	valid_money_limits(data.svc.money.principal)
-}
+# valid_thresholds holds when each budget limit is a non-negative whole
+# number: thresholds deletes, external_sends and objects per session, agent
+# and principal, and the money limits of each scope (a default and per-
+# currency overrides). It runs for every decision, so rather than testing
+# each limit in Rego it checks the JSON text of the limits (OPA writes
+# members sorted, without spaces) with one regular expression, in native
+# code. No other members are allowed: a misspelt one is an error, not
+# silently ignored.
+valid_thresholds if regex.match(limits_grammar, json.marshal([
+	data.svc.thresholds,
+	data.svc.agent_thresholds,
+	data.svc.principal_thresholds,
+	data.svc.money.session,
+	data.svc.money.agent,
+	data.svc.money.principal,
+]))
 
-valid_limits(t) if {
-	count_ok(t.deletes)
-	count_ok(t.external_sends)
-	count_ok(t.objects)
-}
-
-# valid_money_limits holds when a scope's money limits are a default and
-# per-currency overrides, each a non-negative whole number of currency
-# units.
-valid_money_limits(l) if {
-	count_ok(l.default)
-	is_object(l.currencies)
-	every cur, limit in l.currencies {
-		is_string(cur)
-		count_ok(limit)
-	}
-}
+# limits_grammar is the grammar of that text: three {"deletes": n,
+# "external_sends": n, "objects": n} then three {"currencies": {code: n,
+# ...}, "default": n}, n a non-negative whole number (20, 20.0, 2e1). A
+# literal, composed from its parts in grammar_test.rego.
+limits_grammar := `^\[\{"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"currencies":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"default":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"currencies":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"default":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},\{"currencies":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"default":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\}\]$`
 
 # money_limit is the money limit of scope (session, agent, principal) in
 # currency cur, in whole currency units: its override, else the default.
@@ -483,12 +467,35 @@ outbound_charge := input.envelope.magnitude.count if {
 # action_text is the action's words, each between spaces.
 action_text := concat("", [" ", concat(" ", input.action_words), " "])
 
-# sensitive_matches maps each table the action matches to the table.
+# sensitive_matches maps each table the action matches to the table. Most
+# actions match none: sensitive_candidate rules them out with one regular
+# expression before any table is looked at.
 sensitive_matches[name] := t if {
 	input.envelope.action.verb != "read"
+	sensitive_candidate
 	some name, t in data.svc.sensitive
 	sensitive_match(t)
 }
+
+# sensitive_candidate holds when some table could match the action: a word
+# of the action is a quoted string in sensitive_json (a word of a table, or
+# another string: the test only has to let every match through), a
+# fragment of a table is in one of its words, or a table's verbs list its
+# verb. Each test is one native call over the JSON text, so the check costs
+# about the same whatever the number of tables and terms.
+sensitive_candidate if {
+	some w in input.action_words
+	contains(sensitive_json, concat("", [`"`, w, `"`]))
+}
+
+sensitive_candidate if regex.match(all_fragments, action_text)
+
+sensitive_candidate if regex.match(concat("", [`"verbs":\[[^\]]*"`, input.envelope.action.verb, `"`]), sensitive_json)
+
+# all_fragments is the fragments of every table as one alternation (""
+# when there are none, which matches everything: the tables then decide).
+# tables_grammar guarantees them lower-case letters and digits.
+all_fragments := replace(concat(`","`, [l[1] | some l in regex.find_all_string_submatch_n(`"fragments":\["([^\]]+)"\]`, sensitive_json, -1)]), `","`, "|")
 
 sensitive_match(t) if {
 	words := object.get(t, "words", [])
@@ -529,54 +536,41 @@ sensitive_verdict(skip) := {
 
 # matched_terms(t) are the words, fragments and verbs of table t the action
 # matched, for the reason.
-matched_terms(t) := sort(({w | some w in input.action_words; w in object.get(t, "words", [])} |
-	{f | some f in object.get(t, "fragments", []); contains(action_text, f)}) |
-	{v | v := input.envelope.action.verb; v in object.get(t, "verbs", [])})
+matched_terms(t) := sort((({w | some w in input.action_words; w in object.get(t, "words", [])} | {f | some f in object.get(t, "fragments", []); contains(action_text, f)}) | {v | v := input.envelope.action.verb; v in object.get(t, "verbs", [])}))
 
 # sensitive_obligations are the obligations of every table matched.
 sensitive_obligations := [o | some t in sensitive_matches; some o in object.get(t, "obligations", [])]
 
-# valid_sensitive holds when every table has a description; words of lower-
-# case letters and digits, fragments of at least 4 of them, canonical verbs,
-# at least one of the three; a verdict per canonical environment among
-# allow, deny and require_approval; and string obligations. A malformed
-# table would silently match nothing: it denies every decision instead
-# (invalid_thresholds). The terms are checked by one regular expression per
-# list, not one by one: this runs for every decision.
+# valid_sensitive holds when data.svc.sensitive is an object of tables,
+# each with a description; words of lower-case letters and digits;
+# fragments of at least 4 of them; canonical verbs; at least one word,
+# fragment or verb; a verdict per canonical environment among allow, deny
+# and require_approval; string obligations; and no other member. A
+# malformed table would silently match nothing (a misspelt "fragment"
+# list, say): it denies every non-read decision instead
+# (invalid_thresholds). This runs for every non-read decision, so the JSON
+# text of the tables is checked by regular expressions, in native code,
+# rather than table by table in Rego.
 valid_sensitive if {
-	is_object(data.svc.sensitive)
-	invalid := [name |
-		some name, t in data.svc.sensitive
-		not valid_table(t)
-	]
-	invalid == []
+	regex.match(tables_grammar, sensitive_json)
+	not regex.match(termless_table, sensitive_json)
 }
 
-valid_table(t) if {
-	is_string(t.description)
-	words := object.get(t, "words", [])
-	fragments := object.get(t, "fragments", [])
-	tverbs := object.get(t, "verbs", [])
-	count(words) + count(fragments) + count(tverbs) > 0
-	valid_terms(words, `^[a-z0-9]+(\|[a-z0-9]+)*$`)
-	valid_terms(fragments, `^[a-z0-9]{4,}(\|[a-z0-9]{4,})*$`)
-	is_array(tverbs)
-	count({v | some v in tverbs} - verbs) == 0
-	is_object(t.verdicts)
-	count({e | some e, _ in t.verdicts} - environments) == 0
-	count({d | some d in t.verdicts} - {"allow", "deny", "require_approval"}) == 0
-	obligations := object.get(t, "obligations", [])
-	is_array(obligations)
-	every o in obligations {
-		is_string(o)
-	}
-}
+# termless_table matches, in text that follows tables_grammar, a table
+# without a word, fragment or verb.
+termless_table := `\{"description":"(?:[^"\\]|\\.)*"(?:,"fragments":\[\])?(?:,"obligations":\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\])?(?:,"verbs":\[\])?,"verdicts":\{[^{}]*\}(?:,"words":\[\])?\}`
 
-# valid_terms holds when terms is an empty list, or a list of strings that,
-# joined by |, match pattern.
-valid_terms(terms, _) if terms == []
+# sensitive_json is data.svc.sensitive as JSON text: members sorted, no
+# spaces.
+sensitive_json := json.marshal(data.svc.sensitive)
 
-valid_terms(terms, pattern) if {
-	is_array(terms)
-	regex.match(pattern, concat("|", terms))
-}
+# tables_grammar is the grammar of that text (a literal, so that no query
+# builds it; grammar_test.rego composes it from its parts and checks the
+# two agree): an object of tables
+#   {"description": string [,"fragments": [fragment, ...]]
+#    [,"obligations": [string, ...]] [,"verbs": [verb, ...]]
+#    ,"verdicts": {environment: verdict, ...} [,"words": [word, ...]]}
+# written so that at each choice the next character decides (a one-pass
+# expression, which Go's regexp matches in one linear scan): "verbs" and
+# "verdicts" share their "ver", "execute" and "emit" their "e".
+tables_grammar := `^\{(?:"(?:[^"\\]|\\.)*":\{"description":"(?:[^"\\]|\\.)*","(?:fragments":\[(?:"[a-z0-9]{4,}"(?:,"[a-z0-9]{4,}")*)?\],")?(?:obligations":\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\],")?ver(?:bs":\[(?:"(?:read|create|update|delete|e(?:xecute|mit)|transact)"(?:,"(?:read|create|update|delete|e(?:xecute|mit)|transact)")*)?\],"ver)?dicts":\{(?:"(?:production|staging|dev)":"(?:allow|deny|require_approval)"(?:,"(?:production|staging|dev)":"(?:allow|deny|require_approval)")*)?\}(?:,"words":\[(?:"[a-z0-9]+"(?:,"[a-z0-9]+")*)?\])?\}(?:,"(?:[^"\\]|\\.)*":\{"description":"(?:[^"\\]|\\.)*","(?:fragments":\[(?:"[a-z0-9]{4,}"(?:,"[a-z0-9]{4,}")*)?\],")?(?:obligations":\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\],")?ver(?:bs":\[(?:"(?:read|create|update|delete|e(?:xecute|mit)|transact)"(?:,"(?:read|create|update|delete|e(?:xecute|mit)|transact)")*)?\],"ver)?dicts":\{(?:"(?:production|staging|dev)":"(?:allow|deny|require_approval)"(?:,"(?:production|staging|dev)":"(?:allow|deny|require_approval)")*)?\}(?:,"words":\[(?:"[a-z0-9]+"(?:,"[a-z0-9]+")*)?\])?\})*)?\}$`

@@ -352,6 +352,7 @@ test_invalid_threshold_values_denied if {
 		{"deletes": 20, "external_sends": 50, "objects": null},
 		{"deletes": 20, "external_sends": true, "objects": 200},
 		{"deletes": [20], "external_sends": 50, "objects": 200},
+		{"deletes": 20, "external_sends": 50, "objects": 200, "object": 10}, # a misspelt member
 	] {
 		d := decide({}) with data.svc.thresholds as t
 		d.decision == "deny"

@@ -96,6 +96,8 @@ test_invalid_tables_denied if {
 		{"x": {"description": "x", "fragments": ["abc"], "verdicts": {}}},
 		{"x": {"description": "x", "words": ["a b"], "verdicts": {}}},
 		{"x": {"description": "x", "words": "admin", "verdicts": {}}},
+		{"x": {"description": "x", "words": ["a"], "fragment": ["admin"], "verdicts": {}}}, # a misspelt list
+		{"x": {"description": "x", "words": ["a"], "verdicts": {"production": "deny"}}, "y": {"description": "y", "verdicts": {}}},
 		[],
 	] {
 		d := decide({}) with data.svc.sensitive as t
@@ -153,4 +155,24 @@ test_observed_rule_beneath_an_enforced_one if {
 	d := decide(p) with data.svc.observe as ["svc.policy/irreversible_broad_prod"]
 	d.rule == "svc.policy/session_delete_budget"
 	d.shadow.rule == "svc.policy/irreversible_broad_prod"
+}
+
+# The candidate check (one native test over the tables' JSON text) lets
+# through every action a table matches: each term of each bundled table,
+# alone, as a word or (fragments) inside a longer one, and each listed
+# verb, matches its table; an action without a term matches none.
+test_every_term_matches_its_table if {
+	every name, t in data.svc.sensitive {
+		every w in object.get(t, "words", []) {
+			policy.sensitive_matches[name] with input as object.union(base, sensitive("update", "production", ["set", w]))
+		}
+		every f in object.get(t, "fragments", []) {
+			policy.sensitive_matches[name] with input as object.union(base, sensitive("update", "production", [concat("", ["x", f, "y"])]))
+		}
+		every v in object.get(t, "verbs", []) {
+			policy.sensitive_matches[name] with input as object.union(base, sensitive(v, "production", ["ledger"]))
+		}
+	}
+	count(policy.sensitive_matches) == 0 with input as object.union(base, sensitive("update", "production", ["update", "rows"]))
+	not policy.sensitive_candidate with input as object.union(base, sensitive("update", "production", ["update", "rows"]))
 }
