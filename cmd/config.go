@@ -43,6 +43,7 @@ type Config struct {
 	OPATimeout     time.Duration
 	OPAMode        string // eval (one opa eval per decision) or server (a supervised opa run --server)
 	OPAURL         string // an OPA server svc does not manage; overrides OPAMode
+	OPAToken       string // bearer token sent to OPAURL's server (--authentication=token)
 	Window         time.Duration
 	AuditLog       string
 	HoldsPath      string
@@ -70,7 +71,7 @@ type Config struct {
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
 	"read_timeout": "10", "max_connections": "0",
-	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600",
+	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "opa_token": "", "window_seconds": "3600",
 	"audit_log": "", "holds_path": "", "database_url": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "log_format": "json", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
 	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
@@ -201,6 +202,13 @@ func (p *parser) durability() ledger.Durability {
 // loadConfig reads and validates the serve configuration; flags maps the
 // keys set by a command-line flag to its name, for the error messages.
 func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
+	c, p, err := parseConfig(v, flags)
+	return c, errors.Join(p.first(), err)
+}
+
+// parseConfig reads the serve configuration: the parser keeps every
+// problem of the settings, err every problem of the export settings.
+func parseConfig(v *viper.Viper, flags map[string]string) (Config, *parser, error) {
 	p := &parser{v: v, flags: flags}
 	c := Config{
 		Host:           p.str("host"),
@@ -213,6 +221,7 @@ func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
 		OPATimeout:     p.seconds("opa_timeout", 10*time.Millisecond, maxOPATimeout),
 		OPAMode:        p.enum("opa_mode"),
 		OPAURL:         p.str("opa_url"),
+		OPAToken:       p.str("opa_token"),
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,
 		AuditLog:       p.str("audit_log"),
 		HoldsPath:      p.str("holds_path"),
@@ -238,7 +247,7 @@ func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
 	c.Warnings = p.warns
 	var err error
 	c.Export, err = readExport(v)
-	return c, errors.Join(p.first(), err)
+	return c, p, err
 }
 
 // readExport reads and validates the SVC_SYSLOG_* and SVC_WEBHOOK_*
@@ -299,6 +308,18 @@ func (p *parser) checkDatabase(url, fileVar, file string) {
 	}
 }
 
+// checkOPAToken checks SVC_OPA_TOKEN, never echoing it: it is only sent
+// to SVC_OPA_URL's server, as one header value.
+func (p *parser) checkOPAToken(c Config) {
+	switch {
+	case c.OPAToken == "":
+	case c.OPAURL == "":
+		p.fail("opa_token", "is sent only to the OPA server of SVC_OPA_URL, which is unset")
+	case strings.ContainsFunc(c.OPAToken, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		p.fail("opa_token", "must not contain spaces or control characters")
+	}
+}
+
 func (p *parser) check(c Config) {
 	if c.Host == "" || (net.ParseIP(c.Host) == nil && strings.ContainsAny(c.Host, " /:")) {
 		p.fail("host", "must be an IP address or host name, got %q", c.Host)
@@ -312,6 +333,7 @@ func (p *parser) check(c Config) {
 	if _, ok := httpURL(c.OPAURL); c.OPAURL != "" && !ok {
 		p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", redactURL(c.OPAURL))
 	}
+	p.checkOPAToken(c)
 	if err := c.Gate.Validate(); err != nil {
 		p.errs = append(p.errs, err)
 	}

@@ -64,9 +64,9 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	tm, err := tenancy.Open(cfg.TenancyFile)
+	tm, err := cfg.tenancy()
 	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)}
+		return &exitError{code: 2, err: err}
 	}
 	led, err := openGatewayLedger(ctx, cfg.DatabaseURL, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
 	if err != nil {

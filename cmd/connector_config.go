@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/svc-dev/svc/connector"
+	"github.com/svc-dev/svc/connector/tenancy"
 	"github.com/svc-dev/svc/ledger"
 )
 
@@ -58,6 +59,13 @@ type ConnectorConfig struct {
 // loadConnectorConfig reads and validates the connector's settings; the
 // first problem names its variable.
 func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
+	c, p := parseConnectorConfig(v)
+	return c, p.first()
+}
+
+// parseConnectorConfig reads the connector's settings; the parser keeps
+// every problem.
+func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 	p := &parser{v: v}
 	c := ConnectorConfig{
 		Host:           p.str("connector_host"),
@@ -104,10 +112,19 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 		p.fail("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
 	c.Warnings = p.warns
-	return c, p.first()
+	return c, p
 }
 
-// checkFiles loads the tool map, which must be valid at start.
+// tenancy opens the tenancy map, which must be valid at start.
+func (c ConnectorConfig) tenancy() (*tenancy.Source, error) {
+	tm, err := tenancy.Open(c.TenancyFile)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)
+	}
+	return tm, nil
+}
+
+// toolMap loads the tool map, which must be valid at start.
 func (c ConnectorConfig) toolMap() (*connector.ToolMap, error) {
 	tm, err := connector.LoadToolMap(c.ToolMapFile)
 	if err != nil {

@@ -42,6 +42,7 @@ type RESTEvaluator struct {
 	health   string // GET /health
 	timeout  time.Duration
 	client   *http.Client
+	bearer   string // the Authorization header's value, or empty (WithBearerToken)
 }
 
 var _ Evaluator = (*RESTEvaluator)(nil)
@@ -131,6 +132,7 @@ func (e *RESTEvaluator) query(ctx context.Context, endpoint string, input []byte
 		return nil, fmt.Errorf("build opa server request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	e.authorize(req)
 	// The query is a pure evaluation, so the transport may retry it on a
 	// fresh connection when the server closed an idle one under it; an
 	// empty value marks it idempotent without sending the header.
@@ -250,6 +252,7 @@ func (e *RESTEvaluator) healthy(ctx context.Context, timeout time.Duration) bool
 	if err != nil {
 		return false
 	}
+	e.authorize(req)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return false
@@ -263,6 +266,24 @@ func (e *RESTEvaluator) healthy(ctx context.Context, timeout time.Duration) bool
 // has the svc.policy package loaded, and decides a sample input.
 func (e *RESTEvaluator) Check(ctx context.Context) error {
 	return probe(ctx, e)
+}
+
+// WithBearerToken makes e send `Authorization: Bearer <token>` with every
+// request, for an OPA server run with --authentication=token (SVC_OPA_TOKEN);
+// an empty token sends none. Call it before e is used; it returns e.
+func (e *RESTEvaluator) WithBearerToken(token string) *RESTEvaluator {
+	e.bearer = ""
+	if token != "" {
+		e.bearer = "Bearer " + token
+	}
+	return e
+}
+
+// authorize adds the bearer token, if any, to req.
+func (e *RESTEvaluator) authorize(req *http.Request) {
+	if e.bearer != "" {
+		req.Header.Set("Authorization", e.bearer)
+	}
 }
 
 // Close drops the idle connections to the server.

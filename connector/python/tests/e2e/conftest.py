@@ -18,7 +18,7 @@ import pytest
 from svc_e2e.cases import ask
 from svc_e2e.connector import CONNECTOR_TOKEN, Connector, DeadPort, start_connector
 from svc_e2e.engine import Engine, build_svc, pack_with_obligations, start_engine
-from svc_e2e.proxy import Proxy, action_guardrail, generic_guardrail, start_proxy
+from svc_e2e.proxy import Proxy, action_guardrail, deployed_guardrail, generic_guardrail, start_proxy
 from svc_e2e.topology import (HOLD_WAIT, KEYS, P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL,
                               P1_OBLIGATIONS_MODEL, P1_PRE_CALL_MODEL, P2_DOWN_MODEL, P2_MODEL, P2_NOWAIT_MODEL,
                               P2_OBLIGATIONS_MODEL, PLAIN_MODEL, UNKNOWN_OBLIGATION, Stack)
@@ -68,7 +68,8 @@ def proxy_path1(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Itera
     """The stock LiteLLM proxy with generic guardrails (path 1), one per model."""
     guardrails = [
         generic_guardrail("svc-p1", stack.connector.url),
-        generic_guardrail("svc-p1-nowait", stack.connector_nowait.url, extra={"extra_headers": ["x-svc-session"]}),
+        # docker-compose.yml's path-1 guardrail, as deployed (it lists x-svc-session in extra_headers).
+        deployed_guardrail(1, "svc-p1-nowait", api_base=stack.connector_nowait.url, default_on=False),
         generic_guardrail("svc-p1-engine-down", stack.connector_engine_down.url),
         generic_guardrail("svc-p1-pre", stack.connector.url, mode=["pre_call", "post_call"]),
         generic_guardrail("svc-p1-obligations", stack.connector_obligations.url),
@@ -91,7 +92,8 @@ def proxy_path2(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Itera
     guardrails = [
         action_guardrail("svc-p2", {"svc_hold_wait": HOLD_WAIT}),
         action_guardrail("svc-p2-down", {"svc_hold_wait": HOLD_WAIT, "svc_connector_url_env": "SVC_E2E_DOWN_URL"}),
-        action_guardrail("svc-p2-nowait", {"svc_hold_wait": 0}),
+        # docker-compose.yml's path-2 guardrail, as deployed, without its hold wait.
+        deployed_guardrail(2, "svc-p2-nowait", svc_hold_wait=0, default_on=False),
         action_guardrail("svc-p2-obligations", {"svc_hold_wait": 0, "svc_connector_url_env": "SVC_E2E_OBLIGATIONS_URL"}),
     ]
     models = {P2_MODEL: ["svc-p2"], P2_DOWN_MODEL: ["svc-p2-down"], P2_NOWAIT_MODEL: ["svc-p2-nowait"],
