@@ -37,18 +37,15 @@ func NewStore(ctx context.Context, db *sql.DB) (*Store, error) {
 		return nil, errors.New("new holds store: nil database")
 	}
 	pg := database.IsPostgres(db)
-	if err := migrate(ctx, db, pg); err != nil {
-		return nil, fmt.Errorf("new holds store: %w", err)
-	}
-	key, err := cursorKey(ctx, db)
+	key, err := migrate(ctx, db, pg)
 	if err != nil {
-		return nil, fmt.Errorf("new holds store: cursor key: %w", err)
+		return nil, fmt.Errorf("new holds store: %w", err)
 	}
 	return &Store{db: db, key: key, pg: pg}, nil
 }
 
 // cursorKey returns the database's cursor key, drawing it on first use.
-func cursorKey(ctx context.Context, db *sql.DB) ([]byte, error) {
+func cursorKey(ctx context.Context, db querier) ([]byte, error) {
 	fresh := make([]byte, cursorKeyBytes)
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, err

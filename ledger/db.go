@@ -179,7 +179,7 @@ func (db *DB) open(ctx context.Context) error {
 	if err := sqlDB.PingContext(ctx); err != nil {
 		return err
 	}
-	if err := db.migrate(ctx); err != nil {
+	if err := db.migrate(ctx, db.db); err != nil {
 		return err
 	}
 	// The migrations have written the file, so it exists now.
@@ -229,11 +229,18 @@ func Exists(path string) (bool, error) {
 	return false, fmt.Errorf("ledger %s: %w", path, err)
 }
 
+// migrator is where migrations run: the pool, or on PostgreSQL the
+// connection that holds the migration lock (database.WithLock).
+type migrator interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // migrate applies, in name order, every embedded migration not yet recorded
-// in the migrations table, each in its own transaction.
-func (db *DB) migrate(ctx context.Context) error {
+// in the migrations table, each in its own transaction, on q.
+func (db *DB) migrate(ctx context.Context, q migrator) error {
 	const create = `CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY)`
-	if _, err := db.db.ExecContext(ctx, create); err != nil {
+	if _, err := q.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("create migrations table: %w", err)
 	}
 	names, err := fs.Glob(migrationFS, db.migrationGlob())
@@ -242,15 +249,15 @@ func (db *DB) migrate(ctx context.Context) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := db.migrateFile(ctx, name); err != nil {
+		if err := migrateFile(ctx, q, name); err != nil {
 			return fmt.Errorf("migrate %s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-func (db *DB) migrateFile(ctx context.Context, name string) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func migrateFile(ctx context.Context, q migrator, name string) error {
+	tx, err := q.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func OpenPostgres(ctx context.Context, url string, d Durability, timeout time.Du
 	}
 	db := &DB{Now: time.Now, path: database.Redact(url), durability: d, pg: true,
 		writer: make(chan struct{}, 1), charges: newChargeCache(), db: sqlDB}
-	if err := database.WithLock(ctx, sqlDB, "svc/migrate", func(*sql.Conn) error { return db.migrate(ctx) }); err != nil {
+	if err := database.WithLock(ctx, sqlDB, "svc/migrate", func(conn *sql.Conn) error { return db.migrate(ctx, conn) }); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", db.path, err)
 	}
