@@ -3,7 +3,6 @@ package cmd
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -113,7 +112,7 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench: sample envelope: %w", err)
 	}
-	input, err := json.Marshal(engine.PolicyInput{Envelope: env, Cumulative: engine.Cumulative{WindowSeconds: 3600}})
+	input, err := engine.PolicyInputOf(env, engine.Cumulative{WindowSeconds: 3600}, false)
 	if err != nil {
 		return fmt.Errorf("bench: sample input: %w", err)
 	}

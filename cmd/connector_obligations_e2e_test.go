@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,8 +54,7 @@ func TestConnectorObligations(t *testing.T) {
 	assert.Equal(t, "svc.policy/default_allow", rows[0]["rule"])
 	assert.Equal(t, []any{"log_params", "notify"}, rows[0]["obligations"])
 	assert.Equal(t, map[string]any{"user": "bob", "role": "admin"}, rows[0]["params"], "log_params: the params are on record")
-	notices := g.conn.logsWith("svc notify: a tool call under a notify obligation was released")
-	require.Len(t, notices, 1, g.conn.Logs())
+	notices := noticesAfter(t, g, 1)
 	assert.Equal(t, "human:lab-lead", notices[0]["principal"])
 	assert.Equal(t, "grant_admin_role", notices[0]["tool"])
 
@@ -64,8 +64,7 @@ func TestConnectorObligations(t *testing.T) {
 	assert.Equal(t, "svc_fail_closed", refused[0]["error"])
 	assert.Equal(t, "set_webhook_endpoint", refused[0]["tool"])
 	assert.Contains(t, refused[0]["reason"], "obligations the connector does not understand: max_rate")
-	assert.Len(t, g.conn.logsWith("svc notify: a tool call under a notify obligation was released"), 1,
-		"a refused answer releases nothing: no notice")
+	assert.Len(t, noticesAfter(t, g, 1), 1, "a refused answer releases nothing: no notice")
 
 	batch := batchBody(t)
 	batch["request_data"] = map[string]any{"user_api_key_alias": "agent-lab"}
@@ -79,8 +78,7 @@ func TestConnectorObligations(t *testing.T) {
 	assert.Equal(t, "fail_closed", hook["outcome"])
 	assert.Equal(t, "svc_fail_closed", hook["refusal"].(map[string]any)["error"])
 	assert.Contains(t, hook["reason"], "max_rate")
-	assert.Len(t, g.conn.logsWith("svc notify: a tool call under a notify obligation was released"), 2,
-		"path 2 releases the allowed call beside the refused one: notified")
+	assert.Len(t, noticesAfter(t, g, 2), 2, "path 2 releases the allowed call beside the refused one: notified")
 	rows = g.ledgerRows(t)
 	assert.Equal(t, "fail_closed", rows[0]["outcome"])
 	assert.Equal(t, "allow", rows[0]["verdict"], "the engine's allow stays on record")
@@ -89,4 +87,18 @@ func TestConnectorObligations(t *testing.T) {
 	raw, err := json.Marshal(rows)
 	require.NoError(t, err)
 	assert.False(t, strings.Contains(string(raw), "hooks.example.com"), "params are recorded only under log_params")
+}
+
+// noticesAfter returns the connector's notify notices once its log, read
+// from its output as it comes, holds want of them (or after 10 s), and
+// after a further moment in which no more may arrive.
+func noticesAfter(t *testing.T, g *gateway, want int) []map[string]any {
+	t.Helper()
+	const msg = "svc notify: a tool call under a notify obligation was released"
+	deadline := time.Now().Add(10 * time.Second)
+	for len(g.conn.logsWith(msg)) < want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	return g.conn.logsWith(msg)
 }
