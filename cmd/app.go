@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/holds"
@@ -44,8 +45,10 @@ func openApp(ctx context.Context, cfg Config, log zerolog.Logger) (*app, error) 
 
 func (a *app) open(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
-	if err := a.lockDatabase(ctx, cfg.HoldsPath); err != nil {
-		return err
+	if cfg.DatabaseURL == "" { // PostgreSQL orders its writers itself
+		if err := a.lockDatabase(ctx, cfg.HoldsPath); err != nil {
+			return err
+		}
 	}
 	policyDir, err := a.policyDir()
 	if err != nil {
@@ -61,9 +64,9 @@ func (a *app) open(ctx context.Context) error {
 	if err := checkFreshDatabase(cfg); err != nil {
 		return err
 	}
-	db, err := ledger.Open(ctx, cfg.HoldsPath, cfg.Durability)
+	db, err := a.openDB(ctx)
 	if err != nil {
-		return fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)
+		return err
 	}
 	a.closers = append(a.closers, db.Close)
 	logState(log, cfg, db.Path())
@@ -95,7 +98,7 @@ func (a *app) open(ctx context.Context) error {
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
 		Terminal: resolver.Terminal, HoldLink: holdLink(cfg)},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
-			Publisher: pub, Observer: observer, Logger: log})
+			Publisher: pub, Observer: observer, Logger: log, Subjects: subjectLocker(db)})
 	if err != nil {
 		return err
 	}
@@ -119,7 +122,7 @@ func (a *app) open(ctx context.Context) error {
 	if cfg.UIEnabled {
 		ui, err := inbox.New(inbox.Config{PublicURL: cfg.PublicURL, AuthToken: cfg.AuthToken, Window: cfg.Window},
 			inbox.Deps{Holds: store, Resolver: resolver, Budgets: budgets, Events: events, Logger: log,
-				Resolved: func(id string) { srv.WakeHold(id) }})
+				Resolved: func(id string) { srv.HoldResolved(id) }})
 		if err != nil {
 			return err
 		}
@@ -143,6 +146,9 @@ func (a *app) open(ctx context.Context) error {
 	a.background(ctx, resolver, budgets)
 	reopenOnHUP(a.bgCtx, audit, log)
 	go retain(a.bgCtx, cfg.Retention, log, "audit mirror and settled holds", pruneEngine(db))
+	if db.Postgres() {
+		a.follow(kill, srv)
+	}
 	return nil
 }
 
@@ -163,6 +169,35 @@ func holdLink(cfg Config) func(id string) string {
 		return nil
 	}
 	return func(id string) string { return inbox.HoldURL(cfg.PublicURL, id) }
+}
+
+// openDB opens the PostgreSQL database of SVC_DATABASE_URL, with every
+// statement bounded by the decision deadline (SVC_OPA_TIMEOUT), or else
+// the SQLite file of SVC_HOLDS_PATH.
+func (a *app) openDB(ctx context.Context) (*ledger.DB, error) {
+	cfg := a.cfg
+	if cfg.DatabaseURL == "" {
+		db, err := ledger.Open(ctx, cfg.HoldsPath, cfg.Durability)
+		if err != nil {
+			return nil, fmt.Errorf("open database (SVC_HOLDS_PATH=%q): %w", cfg.HoldsPath, err)
+		}
+		return db, nil
+	}
+	db, err := ledger.OpenPostgres(ctx, cfg.DatabaseURL, cfg.Durability, cfg.OPATimeout)
+	if err != nil {
+		return nil, fmt.Errorf("open database (SVC_DATABASE_URL): %w", err)
+	}
+	return db, nil
+}
+
+// subjectLocker is the cross-replica lock of budget subjects of a shared
+// (PostgreSQL) database; nil for SQLite, where this engine is the only
+// writer.
+func subjectLocker(db *ledger.DB) engine.SubjectLocker {
+	if !db.Postgres() {
+		return nil
+	}
+	return db
 }
 
 // packStatuser is an evaluator that can tell that the pack it decides with
@@ -199,6 +234,52 @@ func (a *app) policyDir() (string, error) {
 	}
 	a.closers = append(a.closers, cleanup)
 	return dir, nil
+}
+
+// FreezeCheckInterval is how often a replica on PostgreSQL re-reads the
+// freeze state, besides waking on its notification: the bound of how long a
+// freeze set through another replica takes to apply here when the
+// notification is lost (docs/deploy.md).
+const FreezeCheckInterval = 2 * time.Second
+
+// follow keeps a replica on PostgreSQL in step with the others: it wakes
+// the long-polls of holds that another replica resolves and applies the
+// freeze state another replica sets, on their notifications (LISTEN) and,
+// for the freeze, every FreezeCheckInterval.
+func (a *app) follow(kill *engine.KillSwitch, srv *engine.Server) {
+	ctx := a.bgCtx
+	freeze := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case freeze <- struct{}{}:
+		default:
+		}
+	}
+	go database.Listen(ctx, a.cfg.DatabaseURL, []string{holds.HoldsChannel, ledger.FreezeChannel},
+		func(channel, payload string) {
+			if channel == holds.HoldsChannel {
+				srv.HoldResolved(payload)
+				return
+			}
+			poke()
+		}, func(err error) {
+			a.log.Warn().Err(err).Msg("notifications from other replicas lost; reconnecting")
+		})
+	go func() {
+		t := time.NewTicker(FreezeCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-freeze:
+			}
+			if err := kill.Sync(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn().Err(err).Msg("freeze state of the other replicas unreadable")
+			}
+		}
+	}()
 }
 
 // background starts the hold expiry sweep and the ledger pruning.

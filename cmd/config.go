@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/viper"
 
+	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/holds"
@@ -45,6 +47,7 @@ type Config struct {
 	Window         time.Duration
 	AuditLog       string
 	HoldsPath      string
+	DatabaseURL    string            // postgres:// URL of a PostgreSQL database shared by replicas; "" keeps SQLite at HoldsPath
 	Durability     ledger.Durability // when an answered decision counts as stored: full or os
 	HoldTTL        time.Duration
 	Freeze         bool
@@ -73,7 +76,7 @@ var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
 	"read_timeout": "10", "max_connections": "0",
 	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "opa_token": "", "window_seconds": "3600",
-	"audit_log": "", "holds_path": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
+	"audit_log": "", "holds_path": "", "database_url": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "log_format": "json", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
 	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
 	"gate_introspection_cache_seconds": strconv.Itoa(engine.DefaultGateCacheSeconds),
@@ -227,6 +230,7 @@ func parseConfig(v *viper.Viper, flags map[string]string) (Config, *parser, erro
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,
 		AuditLog:       p.str("audit_log"),
 		HoldsPath:      p.str("holds_path"),
+		DatabaseURL:    p.str("database_url"),
 		Durability:     p.durability(),
 		HoldTTL:        time.Duration(p.integer("hold_ttl_seconds", 1, 366*24*3600)) * time.Second,
 		Freeze:         p.boolean("freeze"),
@@ -309,6 +313,26 @@ func (p *parser) checkLocalOPA(c Config) {
 	}
 }
 
+// checkDatabase checks SVC_DATABASE_URL, url: a postgres:// or
+// postgresql:// URL that parses, and not set beside the SQLite file it
+// replaces (file, named by fileVar).
+func (p *parser) checkDatabase(url, fileVar, file string) {
+	if url == "" {
+		return
+	}
+	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
+		p.fail("database_url", "must be a postgres:// or postgresql:// URL")
+		return
+	}
+	if _, err := pgx.ParseConfig(url); err != nil {
+		p.fail("database_url", "must be a valid PostgreSQL URL: %s", database.Redact(url))
+		return
+	}
+	if file != "" {
+		p.fail("database_url", "replaces %s; set only one of them", fileVar)
+	}
+}
+
 // checkOPAToken checks SVC_OPA_TOKEN, never echoing it: it is only sent
 // to SVC_OPA_URL's server, as one header value.
 func (p *parser) checkOPAToken(c Config) {
@@ -340,6 +364,7 @@ func (p *parser) check(c Config) {
 	if err := c.Gate.Validate(); err != nil {
 		p.errs = append(p.errs, err)
 	}
+	p.checkDatabase(c.DatabaseURL, "SVC_HOLDS_PATH (the SQLite file)", c.HoldsPath)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

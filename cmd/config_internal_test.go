@@ -105,11 +105,7 @@ func TestConfigFileUnknownKeys(t *testing.T) {
 // except with SVC_OPA_URL, whose server has its own pack and which uses
 // neither SVC_POLICY_DIR nor SVC_OPA_BIN.
 func TestLoadConfigPolicyDirWithOPAURL(t *testing.T) {
-	tests := []struct {
-		name    string
-		set     map[string]string
-		wantErr string // "" = valid
-	}{
+	tests := []configCase{
 		{name: "missing policy dir", set: map[string]string{"policy_dir": "/nonexistent/policy"},
 			wantErr: `SVC_POLICY_DIR: must be an existing directory, got "/nonexistent/policy"`},
 		{name: "a file as policy dir", set: map[string]string{"policy_dir": "config.go"},
@@ -122,6 +118,19 @@ func TestLoadConfigPolicyDirWithOPAURL(t *testing.T) {
 		{name: "bad opa url", set: map[string]string{"policy_dir": "/nonexistent/policy", "opa_url": "opa:8181"},
 			wantErr: `SVC_OPA_URL: must be an http(s) URL of an OPA server, got "opa:8181"`},
 	}
+	runConfigCases(t, tests)
+}
+
+// configCase is a case of loadConfig: settings, and the error they give.
+type configCase struct {
+	name    string
+	set     map[string]string
+	wantErr string // "" = valid
+}
+
+// runConfigCases checks each case; no error ever echoes "s3cret".
+func runConfigCases(t *testing.T, tests []configCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadConfig(testViper(tt.set), nil)
@@ -130,6 +139,7 @@ func TestLoadConfigPolicyDirWithOPAURL(t *testing.T) {
 				return
 			}
 			require.ErrorContains(t, err, tt.wantErr)
+			assert.NotContains(t, err.Error(), "s3cret")
 		})
 	}
 }
@@ -212,6 +222,23 @@ func testViper(set map[string]string) *viper.Viper {
 		v.Set(k, val)
 	}
 	return v
+}
+
+// TestLoadConfigDatabaseURL: SVC_DATABASE_URL must be a PostgreSQL URL, is
+// never echoed with its password, and replaces SVC_HOLDS_PATH rather than
+// sit beside it.
+func TestLoadConfigDatabaseURL(t *testing.T) {
+	tests := []configCase{
+		{name: "postgres url", set: map[string]string{"database_url": "postgres://svc:s3cret@db:5432/svc"}},
+		{name: "postgresql url", set: map[string]string{"database_url": "postgresql://svc@db/svc?sslmode=verify-full"}},
+		{name: "other scheme", set: map[string]string{"database_url": "mysql://svc:s3cret@db/svc"},
+			wantErr: "SVC_DATABASE_URL: must be a postgres:// or postgresql:// URL"},
+		{name: "unparseable", set: map[string]string{"database_url": "postgres://svc:s3cret@db:notaport/svc"},
+			wantErr: "SVC_DATABASE_URL: must be a valid PostgreSQL URL"},
+		{name: "beside the sqlite file", set: map[string]string{"database_url": "postgres://db/svc", "holds_path": "/var/lib/svc/svc.db"},
+			wantErr: "SVC_DATABASE_URL: replaces SVC_HOLDS_PATH"},
+	}
+	runConfigCases(t, tests)
 }
 
 func TestMaxConnsFor(t *testing.T) {

@@ -68,12 +68,14 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	lock, err := lockWriter(ledgerFile(cfg.LedgerPath), "SVC_GATEWAY_LEDGER_PATH")
-	if err != nil {
-		return err
+	if cfg.DatabaseURL == "" { // PostgreSQL orders its writers itself
+		lock, err := lockWriter(ledgerFile(cfg.LedgerPath), "SVC_GATEWAY_LEDGER_PATH")
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
 	}
-	defer lock.Close()
-	led, err := gwledger.Open(ctx, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
+	led, err := openGatewayLedger(ctx, cfg.DatabaseURL, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -160,11 +162,16 @@ func newConnectorLedgerCommand() *cobra.Command {
 			return out.validate()
 		},
 		RunE: func(c *cobra.Command, _ []string) error {
-			path := (&parser{v: v}).str("gateway_ledger_path")
-			if connector.InMemory(path) {
-				return &exitError{code: 2, err: errors.New("SVC_GATEWAY_LEDGER_PATH: must name the ledger file of the connector")}
+			p := &parser{v: v}
+			path, url := p.str("gateway_ledger_path"), p.str("database_url")
+			p.checkDatabase(url, "SVC_GATEWAY_LEDGER_PATH (the SQLite file)", path)
+			if err := p.first(); err != nil {
+				return &exitError{code: 2, err: err}
 			}
-			led, err := gwledger.Open(c.Context(), path, true)
+			if url == "" && connector.InMemory(path) {
+				return &exitError{code: 2, err: errors.New("SVC_GATEWAY_LEDGER_PATH: must name the ledger file of the connector (or SVC_DATABASE_URL its database)")}
+			}
+			led, err := openGatewayLedger(c.Context(), url, path, true)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -207,4 +214,13 @@ func orDash(s *string) string {
 		return "-"
 	}
 	return *s
+}
+
+// openGatewayLedger opens the gateway ledger in the PostgreSQL database at
+// url (SVC_DATABASE_URL) or else the SQLite file at path.
+func openGatewayLedger(ctx context.Context, url, path string, synced bool) (*gwledger.Ledger, error) {
+	if url != "" {
+		return gwledger.OpenPostgres(ctx, url)
+	}
+	return gwledger.Open(ctx, path, synced)
 }

@@ -27,7 +27,7 @@ var connectorDefaults = map[string]any{
 	"connector_host": "127.0.0.1", "connector_port": "8081", "connector_token": "",
 	"connector_allow_anonymous": "false", "core_url": "", "core_token": "", "verify_ssl": "true",
 	"client_timeout": "30", "gateway_tenancy_map_file": "", "gateway_tool_map_file": "",
-	"gateway_hold_wait": "30", "gateway_ledger_path": "", "mode": connector.ModeEnforce, "log_level": "info",
+	"gateway_hold_wait": "30", "gateway_ledger_path": "", "database_url": "", "mode": connector.ModeEnforce, "log_level": "info",
 	"durability": string(ledger.DurabilityFull),
 }
 
@@ -49,6 +49,7 @@ type ConnectorConfig struct {
 	ToolMapFile    string
 	HoldWait       time.Duration
 	LedgerPath     string
+	DatabaseURL    string            // postgres:// URL of a ledger shared by connectors; "" keeps SQLite at LedgerPath
 	Durability     ledger.Durability // full: each ledger commit synced before the answer; os: written to the OS
 	Mode           string
 	LogLevel       string
@@ -80,6 +81,7 @@ func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 		ToolMapFile:    p.str("gateway_tool_map_file"),
 		HoldWait:       p.seconds("gateway_hold_wait", 0, maxHoldWait),
 		LedgerPath:     p.str("gateway_ledger_path"),
+		DatabaseURL:    p.str("database_url"),
 		Durability:     p.durability(),
 		Mode:           strings.ToLower(p.str("mode")),
 		LogLevel:       p.enum("log_level"),
@@ -105,6 +107,7 @@ func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 	if c.Mode != connector.ModeEnforce && c.Mode != connector.ModeObserve {
 		p.fail("mode", "must be enforce or observe, got %q", c.Mode)
 	}
+	p.checkDatabase(c.DatabaseURL, "SVC_GATEWAY_LEDGER_PATH (the SQLite file)", c.LedgerPath)
 	if strings.ContainsRune(c.LedgerPath, '?') {
 		p.fail("gateway_ledger_path", "must be a file path without '?', got %q", c.LedgerPath)
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/database/pgtest"
 )
 
 // svcBin is the svc binary built once for the black-box tests.
@@ -43,7 +45,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build svc:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m) // stops the throwaway PostgreSQL cluster, if a test started it
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

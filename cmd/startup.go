@@ -15,7 +15,10 @@ import (
 // holds with it.
 func logState(log zerolog.Logger, cfg Config, dbPath string) {
 	database := dbPath
-	if cfg.HoldsPath == "" {
+	switch {
+	case cfg.DatabaseURL != "":
+		database = "PostgreSQL, shared with every replica on it: " + dbPath
+	case cfg.HoldsPath == "":
 		database = "temporary, deleted at exit (set SVC_HOLDS_PATH to keep holds and budgets): " + dbPath
 	}
 	audit := cfg.AuditLog

@@ -317,7 +317,7 @@ func TestComposeConfig(t *testing.T) {
 			strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
 		return
 	}
-	for _, profile := range []string{"", "inprocess"} {
+	for _, profile := range []string{"", "inprocess", "postgres"} {
 		args := []string{"compose", "--project-directory", root, "-f", repoFile(composeFile), "--env-file", composeEnv(t)}
 		if profile != "" {
 			args = append(args, "--profile", profile)

@@ -22,6 +22,10 @@ var exactTag = regexp.MustCompile(`(^|[^0-9.])v?\d+\.\d+\.\d+($|[^0-9.])`)
 // versions have two numbers.
 var debianPoint = regexp.MustCompile(`^\d+\.\d+(-slim)?$`)
 
+// postgresRelease is an exact PostgreSQL release, which has two numbers
+// since version 10 (15.18).
+var postgresRelease = regexp.MustCompile(`^\d+\.\d+$`)
+
 // pinned reports whether an image reference names one build: by digest,
 // or by a release tag.
 func pinned(ref string) bool {
@@ -33,13 +37,15 @@ func pinned(ref string) bool {
 	if !ok {
 		return false
 	}
-	return exactTag.MatchString(tag) || (ref[:slash+1]+name == "debian" && debianPoint.MatchString(tag))
+	return exactTag.MatchString(tag) || (ref[:slash+1]+name == "debian" && debianPoint.MatchString(tag)) ||
+		(ref[:slash+1]+name == "postgres" && postgresRelease.MatchString(tag))
 }
 
 func TestPinned(t *testing.T) {
 	for ref, want := range map[string]bool{
 		"golang:1.26.8-bookworm": true, "openpolicyagent/opa:1.22.0-static": true, "debian:12.12-slim": true,
 		"ghcr.io/berriai/litellm:main-v1.101.0": true, "debian:bookworm-slim@sha256:0123": true,
+		"postgres:15.18": true, "postgres:15": false,
 		"golang:1.26-bookworm": false, "debian:bookworm-slim": false, "debian:latest": false, "debian": false,
 		"ghcr.io/berriai/litellm:main-latest": false, "openpolicyagent/opa:latest-static": false, "alpine:3.20": false,
 	} {

@@ -95,7 +95,7 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Decision, int) {
 // committed after the deadline all the same.
 func (e *Engine) settle(ctx context.Context, req Request, out *outcome) (DecisionEvent, int) {
 	deadline := e.deadline(req)
-	release, err := e.prepare(req, out, deadline)
+	release, err := e.prepare(ctx, req, out, deadline)
 	if err != nil {
 		return e.conclude(ctx, req, out, e.failClosed(out, err))
 	}
@@ -119,17 +119,34 @@ func (e *Engine) deadline(req Request) time.Time {
 
 // prepare hashes the envelope and takes the locks of its session, agent
 // and principal, waiting until deadline at most, and returns their release.
-func (e *Engine) prepare(req Request, out *outcome, deadline time.Time) (func(), error) {
+//
+// With a shared store (Deps.Subjects) it then takes the same locks across
+// replicas, by the same deadline.
+func (e *Engine) prepare(ctx context.Context, req Request, out *outcome, deadline time.Time) (func(), error) {
 	hash, err := req.Envelope.Hash()
 	if err != nil {
 		return nil, internalFault("envelope hash failed", err)
 	}
 	out.EnvelopeHash = hash
-	release, err := e.locks.lockAll(budgetKeysOf(req.Envelope).lockNames(), deadline)
+	names := budgetKeysOf(req.Envelope).lockNames()
+	release, err := e.locks.lockAll(names, deadline)
 	if err != nil {
 		return nil, internalFault("decision not evaluated in time", err)
 	}
-	return release, nil
+	if e.deps.Subjects == nil {
+		return release, nil
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	shared, err := e.deps.Subjects.LockSubjects(ctx, names)
+	if err != nil {
+		release()
+		return nil, internalFault("budget subjects could not be locked in the shared store", err)
+	}
+	return func() { shared(); release() }, nil
 }
 
 // conclude commits out, the decision answered with status; a decision whose

@@ -42,6 +42,21 @@ type Deps struct {
 	Observer  Observer
 	Logger    zerolog.Logger
 	Now       func() time.Time
+	// Subjects, when set, serialises the decisions of a budget subject
+	// across every engine sharing the store (replicas on one PostgreSQL);
+	// nil when this engine is the store's only writer (SQLite).
+	Subjects SubjectLocker
+}
+
+// SubjectLocker locks budget subjects across the engines that share one
+// store. LockSubjects takes the locks named (sorted by the caller, so
+// that no two decisions wait for each other), waiting until ctx ends at
+// most, and returns their release; the engine holds them from reading the
+// subjects' totals until the decision's charge is committed, so that no
+// interleaving of replicas can overrun a budget. An error means no lock
+// is held.
+type SubjectLocker interface {
+	LockSubjects(ctx context.Context, names []string) (release func(), err error)
 }
 
 // Engine runs the decide pipeline. It is safe for concurrent use.

@@ -150,6 +150,11 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 	if k.pinned && !frozen {
 		return FreezeView{}, ErrFreezePinned
 	}
+	// Another engine sharing the store may have changed the state since
+	// this one last read it: the change is made from the stored state.
+	if err := k.sync(ctx); err != nil {
+		return FreezeView{}, err
+	}
 	if k.state.Frozen == frozen {
 		if frozen && k.state.FromPin {
 			if err := k.adopt(ctx, reason, by); err != nil {
@@ -164,6 +169,52 @@ func (k *KillSwitch) Set(ctx context.Context, frozen bool, reason, by string) (F
 		return FreezeView{}, err
 	}
 	return FreezeView{FreezeState: k.state, Pinned: k.pinned, Changed: true}, nil
+}
+
+// Sync adopts the state stored by another engine sharing the store (a
+// replica): when it differs from this engine's, it is applied, waiting for
+// the decisions being made as Set does, and this engine exports its own
+// kill_switch event (flipped or cleared). The change is already on record
+// and published by the replica that made it. SVC_FREEZE's pin on this
+// engine still holds: a stored clear leaves a pinned engine frozen.
+func (k *KillSwitch) Sync(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.sync(ctx)
+}
+
+// sync is Sync under k.mu.
+func (k *KillSwitch) sync(ctx context.Context) error {
+	st, err := k.store.LoadFreeze(ctx)
+	if err != nil {
+		return fmt.Errorf("sync freeze state: %w", err)
+	}
+	if sameFreeze(st, k.state) {
+		return nil
+	}
+	frozen := st.Frozen || k.pinned
+	k.engine.freeze.Lock()
+	flipped := k.engine.frozen.Load() != frozen
+	k.state = st
+	k.engine.frozen.Store(frozen)
+	k.engine.freeze.Unlock()
+	if flipped {
+		action := "cleared"
+		if frozen {
+			action = "flipped"
+		}
+		shown := st
+		shown.Frozen = frozen
+		k.emit(action, shown)
+	}
+	return nil
+}
+
+// sameFreeze reports whether a and b are the same state, as stored (to
+// the millisecond).
+func sameFreeze(a, b FreezeState) bool {
+	return a.Frozen == b.Frozen && a.Reason == b.Reason && a.By == b.By && a.FromPin == b.FromPin &&
+		a.UpdatedTS.UnixMilli() == b.UpdatedTS.UnixMilli()
 }
 
 // adopt makes a freeze that only SVC_FREEZE holds the caller's too: on

@@ -119,9 +119,26 @@ func (s *Server) awaitHold(ctx context.Context, id string, wait time.Duration) (
 	}
 }
 
-// WakeHold wakes the long-polls of hold id, which a resolution outside
-// the API (the web app) has moved on.
-func (s *Server) WakeHold(id string) { s.watch.notify(id) }
+// HoldResolved wakes the long-polls of hold id, resolved outside this
+// server's API (the web app, or another engine sharing the store); an
+// empty id wakes every long-poll, for when such resolutions may have been
+// missed. A woken poll re-reads its
+// hold and waits again while it is pending.
+func (s *Server) HoldResolved(id string) {
+	if id != "" {
+		s.watch.notify(id)
+		return
+	}
+	s.watch.mu.Lock()
+	ids := make([]string, 0, len(s.watch.waiters))
+	for id := range s.watch.waiters {
+		ids = append(ids, id)
+	}
+	s.watch.mu.Unlock()
+	for _, id := range ids {
+		s.watch.notify(id)
+	}
+}
 
 // EndHoldWaits ends every long-poll of a hold at once, each answering its
 // hold as it stands, so that a server shutting down is not held up by

@@ -9,20 +9,60 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/database"
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations/postgres/*.sql
 var migrations embed.FS
 
 // migrate applies every embedded migration not yet recorded in
 // holds_migrations (a table of its own, so the ledger's migrations table
 // in the same database never clashes), each in its own transaction.
-func migrate(ctx context.Context, db *sql.DB) error {
+//
+// On PostgreSQL (pg) it applies the migrations/postgres set, holding an
+// advisory lock so that replicas starting together migrate one at a time.
+//
+// It returns the database's cursor key, drawn on first use (cursorKey).
+func migrate(ctx context.Context, db *sql.DB, pg bool) ([]byte, error) {
+	var key []byte
+	run := func(q interface {
+		migrator
+		querier
+	}, glob string) error {
+		if err := migrateSet(ctx, q, glob); err != nil {
+			return err
+		}
+		var err error
+		if key, err = cursorKey(ctx, q); err != nil {
+			return fmt.Errorf("cursor key: %w", err)
+		}
+		return nil
+	}
+	if !pg {
+		return key, run(db, "migrations/*.sql")
+	}
+	err := database.WithLock(ctx, db, "svc/migrate", func(conn *sql.Conn) error {
+		return run(conn, "migrations/postgres/*.sql")
+	})
+	return key, err
+}
+
+// migrator is where migrations run: the database, or on PostgreSQL the
+// connection that holds the migration lock (database.WithLock), which the
+// decision deadline does not bound.
+type migrator interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// migrateSet applies the migrations that glob names.
+func migrateSet(ctx context.Context, db migrator, glob string) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS holds_migrations (
-		name TEXT PRIMARY KEY, applied_ms INTEGER NOT NULL)`); err != nil {
+		name TEXT PRIMARY KEY, applied_ms BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("create holds_migrations: %w", err)
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	names, err := fs.Glob(migrations, glob)
 	if err != nil {
 		return fmt.Errorf("list migrations: %w", err)
 	}
@@ -35,7 +75,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-func migrateOne(ctx context.Context, db *sql.DB, name string) error {
+func migrateOne(ctx context.Context, db migrator, name string) error {
 	body, err := fs.ReadFile(migrations, name)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
@@ -22,6 +23,7 @@ import (
 type Store struct {
 	db  *sql.DB
 	key []byte // HMAC key of list cursors, random per database
+	pg  bool   // db is PostgreSQL, shared by replicas (database.IsPostgres)
 }
 
 var _ engine.Holds = (*Store)(nil)
@@ -34,18 +36,16 @@ func NewStore(ctx context.Context, db *sql.DB) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("new holds store: nil database")
 	}
-	if err := migrate(ctx, db); err != nil {
+	pg := database.IsPostgres(db)
+	key, err := migrate(ctx, db, pg)
+	if err != nil {
 		return nil, fmt.Errorf("new holds store: %w", err)
 	}
-	key, err := cursorKey(ctx, db)
-	if err != nil {
-		return nil, fmt.Errorf("new holds store: cursor key: %w", err)
-	}
-	return &Store{db: db, key: key}, nil
+	return &Store{db: db, key: key, pg: pg}, nil
 }
 
 // cursorKey returns the database's cursor key, drawing it on first use.
-func cursorKey(ctx context.Context, db *sql.DB) ([]byte, error) {
+func cursorKey(ctx context.Context, db querier) ([]byte, error) {
 	fresh := make([]byte, cursorKeyBytes)
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, err
@@ -80,7 +80,16 @@ type querier interface {
 // error matching engine.ErrIdenticalHold naming the live hold, and nothing
 // is written. A hold with the same id is ErrExists; a hold without id,
 // rule, envelope or a future expiry is invalid.
+//
+// On PostgreSQL, where replicas create holds concurrently, the binding's
+// advisory lock, held until tx ends, makes the check and the insert one
+// step, as SQLite's single writer does.
 func (s *Store) CreateIn(ctx context.Context, tx *sql.Tx, h engine.Hold) error {
+	if binding := engine.HoldBinding(&h); s.pg && binding != "" {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, database.LockKey("hold/"+binding)); err != nil {
+			return fmt.Errorf("create hold %s: lock its binding: %w", h.ID, err)
+		}
+	}
 	return create(ctx, tx, h)
 }
 
@@ -95,7 +104,8 @@ func create(ctx context.Context, q querier, h engine.Hold) error {
 	a, binding := h.Envelope.Agent, engine.HoldBinding(&h)
 	res, err := q.ExecContext(ctx, `INSERT INTO holds (id, status, rule, reason, envelope,
 		envelope_hash, params_hash, gate, agent_id, on_behalf_of, session_id, created_ms, expires_ms,
-		decision_id, binding) SELECT ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		decision_id, binding) SELECT ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS BIGINT),
+		CAST(? AS BIGINT), ?, ?
 		WHERE NOT EXISTS (SELECT 1 FROM holds WHERE `+liveHold+`) ON CONFLICT (id) DO NOTHING`,
 		h.ID, h.Rule, h.Reason, string(env), h.EnvelopeHash, h.ParamsHash, h.Gate, a.ID, a.OnBehalfOf,
 		a.SessionID, h.CreatedTS.UnixMilli(), h.ExpiresTS.UnixMilli(), h.DecisionID, nullable(binding),

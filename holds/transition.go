@@ -16,9 +16,25 @@ import (
 // unknown id is ErrNotFound; a hold in any other state (expired included)
 // is ErrNotResolvable (an engine.ErrConflict) carrying its status as of
 // r.At.
+//
+// On PostgreSQL the commit of tx also notifies the other replicas
+// (HoldsChannel), so their long-polls of the hold wake.
 func (s *Store) ResolveIn(ctx context.Context, tx *sql.Tx, r engine.HoldResolution) error {
-	return resolve(ctx, tx, r)
+	if err := resolve(ctx, tx, r); err != nil {
+		return err
+	}
+	if !s.pg {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+HoldsChannel+`', ?)`, r.HoldID); err != nil {
+		return fmt.Errorf("resolve hold %s: notify: %w", r.HoldID, err)
+	}
+	return nil
 }
+
+// HoldsChannel is the PostgreSQL notification channel on which the commit
+// of a resolution announces its hold's id.
+const HoldsChannel = "svc_holds"
 
 // resolve is ResolveIn on q. It reads the hold only when the
 // compare-and-set fails, to tell an unknown hold from one that moved on.

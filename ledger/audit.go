@@ -140,11 +140,11 @@ func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 // DurabilityOS.
 func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger,
 	flushEvery time.Duration) (*Audit, error) {
-	insert, err := db.prepare(ctx, `INSERT INTO audit (ts_ms, kind, decision_id, body) VALUES (?, ?, ?, ?)`)
+	insert, err := db.prepare(ctx, `INSERT INTO audit (ts_ms, kind, decision_id, body) VALUES (?, ?, ?, ?)`+db.returning("seq"))
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
 	}
-	charge, err := db.prepare(ctx, insertCharge)
+	charge, err := db.prepare(ctx, insertCharge+db.returning("id"))
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
 	}

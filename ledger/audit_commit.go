@@ -185,7 +185,7 @@ func (a *Audit) holdWrite(ctx context.Context, tx *sql.Tx, e *entry, rows *mirro
 // rows.
 func (a *Audit) insertEntry(ctx context.Context, insert, charge *sql.Stmt, e *entry, rows *mirrored) error {
 	for _, l := range e.lines {
-		seq, err := insertID(insertLine(ctx, insert, l))
+		seq, err := a.db.insertID(ctx, insert, lineArgs(l)...)
 		if err != nil {
 			return err
 		}
@@ -194,7 +194,7 @@ func (a *Audit) insertEntry(ctx context.Context, insert, charge *sql.Stmt, e *en
 	if e.charge == nil {
 		return nil
 	}
-	id, err := insertID(execCharge(ctx, charge, *e.charge))
+	id, err := a.db.insertID(ctx, charge, chargeArgs(*e.charge)...)
 	if err != nil {
 		return fmt.Errorf("charge session %q decision %q: %w", e.charge.SessionID, e.charge.DecisionID, err)
 	}
@@ -202,17 +202,10 @@ func (a *Audit) insertEntry(ctx context.Context, insert, charge *sql.Stmt, e *en
 	return nil
 }
 
-// insertLine inserts the mirror row of l with the audit insert statement.
-func insertLine(ctx context.Context, insert *sql.Stmt, l line) (sql.Result, error) {
+// lineArgs are the arguments of the audit insert statement for l.
+func lineArgs(l line) []any {
 	id := sql.NullString{String: l.decisionID, Valid: l.decisionID != ""}
-	return insert.ExecContext(ctx, l.tsMS, l.kind, id, string(l.body))
-}
-
-func insertID(res sql.Result, err error) (int64, error) {
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
+	return []any{l.tsMS, l.kind, id, string(l.body)}
 }
 
 // undo deletes the mirror rows and charges of a batch whose lines could

@@ -137,7 +137,7 @@ func (a *Audit) salvageMirror(ctx context.Context, batch []*entry) error {
 		insert := tx.StmtContext(ctx, a.insert)
 		for _, e := range batch {
 			for _, l := range e.lines {
-				if _, err := insertLine(ctx, insert, l); err != nil {
+				if _, err := a.db.insertID(ctx, insert, lineArgs(l)...); err != nil {
 					return err
 				}
 			}

@@ -99,7 +99,7 @@ func (d Durability) synchronous() string {
 // holds_migrations).
 const migrationPrefix = "ledger/"
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations/postgres/*.sql
 var migrationFS embed.FS
 
 // DB is svc's SQLite database.
@@ -112,6 +112,7 @@ type DB struct {
 	path       string
 	durability Durability
 	temp       string      // private directory removed on Close; "" for a durable path
+	pg         bool        // a PostgreSQL database (OpenPostgres), not a SQLite file
 	file       os.FileInfo // the database file as opened, to detect its removal (checkFile)
 	created    bool        // Open created the file (Created)
 
@@ -178,7 +179,7 @@ func (db *DB) open(ctx context.Context) error {
 	if err := sqlDB.PingContext(ctx); err != nil {
 		return err
 	}
-	if err := db.migrate(ctx); err != nil {
+	if err := db.migrate(ctx, db.db); err != nil {
 		return err
 	}
 	// The migrations have written the file, so it exists now.
@@ -228,28 +229,35 @@ func Exists(path string) (bool, error) {
 	return false, fmt.Errorf("ledger %s: %w", path, err)
 }
 
+// migrator is where migrations run: the pool, or on PostgreSQL the
+// connection that holds the migration lock (database.WithLock).
+type migrator interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // migrate applies, in name order, every embedded migration not yet recorded
-// in the migrations table, each in its own transaction.
-func (db *DB) migrate(ctx context.Context) error {
+// in the migrations table, each in its own transaction, on q.
+func (db *DB) migrate(ctx context.Context, q migrator) error {
 	const create = `CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY)`
-	if _, err := db.db.ExecContext(ctx, create); err != nil {
+	if _, err := q.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("create migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	names, err := fs.Glob(migrationFS, db.migrationGlob())
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := db.migrateFile(ctx, name); err != nil {
+		if err := migrateFile(ctx, q, name); err != nil {
 			return fmt.Errorf("migrate %s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-func (db *DB) migrateFile(ctx context.Context, name string) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func migrateFile(ctx context.Context, q migrator, name string) error {
+	tx, err := q.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -286,6 +294,9 @@ var errFileGone = errors.New("database file removed or replaced while svc runs")
 // During a write transaction SQLite has the log open, and so created; only
 // its removal can make it missing then.
 func (db *DB) checkFile() error {
+	if db.pg {
+		return nil
+	}
 	fi, err := os.Stat(db.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -314,7 +325,7 @@ func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // SQLite's busy wait ignores the context.
 func (db *DB) writeWithin(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	deadline, ok := ctx.Deadline()
-	if !ok {
+	if !ok || db.pg { // PostgreSQL's lock waits end with ctx
 		return db.write(ctx, fn)
 	}
 	conn, err := db.db.Conn(ctx)
@@ -351,12 +362,14 @@ func (db *DB) release(conn *sql.Conn) {
 // writeTx is write on a transaction begun by begin.
 func (db *DB) writeTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error),
 	fn func(tx *sql.Tx) error) error {
-	select {
-	case db.writer <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	if !db.pg { // PostgreSQL orders concurrent writers itself, across replicas too
+		select {
+		case db.writer <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-db.writer }()
 	}
-	defer func() { <-db.writer }()
 	tx, err := begin(ctx, nil)
 	if err != nil {
 		return err
@@ -376,6 +389,9 @@ func (db *DB) writeTx(ctx context.Context, begin func(context.Context, *sql.TxOp
 // time, since SQLite may remove and re-create it; a missing log has nothing
 // to flush.
 func (db *DB) syncWAL() error {
+	if db.pg {
+		return nil
+	}
 	f, err := os.Open(db.path + "-wal")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

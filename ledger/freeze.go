@@ -26,6 +26,9 @@ type Freeze struct{ db *DB }
 // but not its updated_ms, and so is not read as a pin: the state such an svc
 // set through the API is never cleared as a pin at the next start.
 func NewFreeze(ctx context.Context, db *DB) (*Freeze, error) {
+	if db.pg { // its migration created the table
+		return &Freeze{db: db}, nil
+	}
 	const ddl = `CREATE TABLE IF NOT EXISTS freeze_state (
 		id INTEGER PRIMARY KEY CHECK (id = 1),
 		frozen INTEGER NOT NULL,
@@ -70,9 +73,12 @@ func addPinColumn(ctx context.Context, db *sql.DB) error {
 func (f *Freeze) LoadFreeze(ctx context.Context) (engine.FreezeState, error) {
 	var st engine.FreezeState
 	var ms int64
+	fromPin := "coalesce(pin_ms = updated_ms, 0)"
+	if f.db.pg {
+		fromPin = "coalesce(pin_ms = updated_ms, false)"
+	}
 	err := f.db.db.QueryRowContext(ctx,
-		`SELECT frozen, reason, changed_by, updated_ms, coalesce(pin_ms = updated_ms, 0)
-		FROM freeze_state WHERE id = 1`).
+		`SELECT frozen, reason, changed_by, updated_ms, `+fromPin+` FROM freeze_state WHERE id = 1`).
 		Scan(&st.Frozen, &st.Reason, &st.By, &ms, &st.FromPin)
 	if errors.Is(err, sql.ErrNoRows) {
 		return engine.FreezeState{}, nil
@@ -94,6 +100,10 @@ func (f *Freeze) SaveFreeze(ctx context.Context, st engine.FreezeState) error {
 		reason = excluded.reason, changed_by = excluded.changed_by, updated_ms = excluded.updated_ms,
 		pin_ms = excluded.pin_ms`,
 			st.Frozen, st.Reason, st.By, st.UpdatedTS.UnixMilli(), pinMS(st))
+		if err != nil || !f.db.pg {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `SELECT pg_notify('`+FreezeChannel+`', '')`)
 		return err
 	})
 	if err != nil {
@@ -101,6 +111,10 @@ func (f *Freeze) SaveFreeze(ctx context.Context, st engine.FreezeState) error {
 	}
 	return nil
 }
+
+// FreezeChannel is the PostgreSQL notification channel on which the commit
+// of a freeze change announces it to the other replicas.
+const FreezeChannel = "svc_freeze"
 
 // pinMS is the pin_ms of st: its updated_ms if it is SVC_FREEZE's pin, else
 // NULL.

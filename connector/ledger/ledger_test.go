@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,12 +12,27 @@ import (
 
 	"github.com/svc-dev/svc/connector"
 	"github.com/svc-dev/svc/connector/ledger"
+	"github.com/svc-dev/svc/database/pgtest"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// openers open the ledger on each store: a SQLite file, SQLite in memory,
+// and a database of a throwaway PostgreSQL cluster.
+func openers(t *testing.T) map[string]func() (*ledger.Ledger, error) {
+	ctx := context.Background()
+	return map[string]func() (*ledger.Ledger, error){
+		"sqlite file":   func() (*ledger.Ledger, error) { return ledger.Open(ctx, filepath.Join(t.TempDir(), "gw.db"), true) },
+		"sqlite memory": func() (*ledger.Ledger, error) { return ledger.Open(ctx, "", true) },
+		"postgres":      func() (*ledger.Ledger, error) { return ledger.OpenPostgres(ctx, pgtest.URL(t)) },
+	}
+}
 
 func TestRecordAndRecent(t *testing.T) {
 	ctx := context.Background()
-	for _, path := range []string{filepath.Join(t.TempDir(), "gw.db"), ""} {
-		l, err := ledger.Open(ctx, path, true)
+	for name, open := range openers(t) {
+		t.Log(name)
+		l, err := open()
 		require.NoError(t, err)
 		org, hold := "acme", "h1"
 		rows := []connector.Row{
@@ -77,11 +93,13 @@ func TestOpenAddsNewColumns(t *testing.T) {
 }
 
 func TestRefusedStageIsChecked(t *testing.T) {
-	l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "gw.db"), true)
-	require.NoError(t, err)
-	defer l.Close()
-	err = l.Record(context.Background(), []connector.Row{{Outcome: "allow", EnforcementStage: "delivered"}})
-	require.Error(t, err, "a row of an unknown stage is not recorded")
+	for name, open := range openers(t) {
+		l, err := open()
+		require.NoError(t, err, name)
+		err = l.Record(context.Background(), []connector.Row{{Outcome: "allow", EnforcementStage: "delivered"}})
+		require.Error(t, err, "%s: a row of an unknown stage is not recorded", name)
+		require.NoError(t, l.Close())
+	}
 }
 
 // TestPruneDeletesExactlyTheOldRows: rows written before the cut-off go,
