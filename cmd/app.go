@@ -12,6 +12,7 @@ import (
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/holds"
+	"github.com/svc-dev/svc/inbox"
 	"github.com/svc-dev/svc/ledger"
 	"github.com/svc-dev/svc/rego"
 )
@@ -21,10 +22,11 @@ type app struct {
 	cfg      Config
 	log      zerolog.Logger
 	handler  http.Handler
-	endWaits func() // ends the long-polls of holds, at shutdown
+	endWaits func() // ends the long-polls of holds and the web app's event streams, at shutdown
 	engine   *engine.Engine
 	closers  []func() error
 	cancel   context.CancelFunc
+	bgCtx    context.Context // of the background work, ended by Close
 	exporter *export.Exporter
 	ready    []engine.ReadyCheck // the checks of GET /readyz
 }
@@ -42,6 +44,9 @@ func openApp(ctx context.Context, cfg Config, log zerolog.Logger) (*app, error) 
 
 func (a *app) open(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
+	if err := a.lockDatabase(ctx, cfg.HoldsPath); err != nil {
+		return err
+	}
 	policyDir, err := a.policyDir()
 	if err != nil {
 		return err
@@ -78,15 +83,19 @@ func (a *app) open(ctx context.Context) error {
 	if err := audit.Writable(); err != nil {
 		return fmt.Errorf("audit log (SVC_AUDIT_LOG=%q): %w", cfg.AuditLog, err)
 	}
-	resolver, err := holds.NewService(store, cfg.holdsConfig(), audit, a.exporter, log)
+	// The web app hears the hold events (to refresh its lists) beside the
+	// export queues.
+	events := inbox.NewEvents()
+	pub := fanout{a.exporter, events}
+	resolver, err := holds.NewService(store, cfg.holdsConfig(), audit, pub, log)
 	if err != nil {
 		return fmt.Errorf("hold resolution settings: %w", err)
 	}
 	observer, metricsHandler := newMetrics(store, a.exporter, eval)
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
-		Terminal: resolver.Terminal},
+		Terminal: resolver.Terminal, HoldLink: holdLink(cfg)},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
-			Publisher: a.exporter, Observer: observer, Logger: log})
+			Publisher: pub, Observer: observer, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -106,6 +115,16 @@ func (a *app) open(ctx context.Context) error {
 	}
 	deps := engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, KillSwitch: kill,
 		Health: a.health, Ready: a.ready, Routes: map[string]http.Handler{"GET /metrics": metricsHandler}, Logger: log}
+	var srv *engine.Server // made below; the web app wakes its long-polls
+	if cfg.UIEnabled {
+		ui, err := inbox.New(inbox.Config{PublicURL: cfg.PublicURL, AuthToken: cfg.AuthToken, Window: cfg.Window},
+			inbox.Deps{Holds: store, Resolver: resolver, Budgets: budgets, Events: events, Logger: log,
+				Resolved: func(id string) { srv.WakeHold(id) }})
+		if err != nil {
+			return err
+		}
+		deps.UI = ui
+	}
 	if cfg.Gate.Enabled() {
 		gate, err := engine.NewIntrospector(cfg.Gate)
 		if err != nil {
@@ -114,11 +133,36 @@ func (a *app) open(ctx context.Context) error {
 		a.closers = append(a.closers, gate.Close)
 		deps.Gatekeeper = gate
 	}
-	srv := engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
+	srv = engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
 		BodyTimeout: cfg.ReadTimeout}, deps)
-	a.handler, a.endWaits = srv.Handler(), srv.EndHoldWaits
+	a.handler = srv.Handler()
+	a.endWaits = func() {
+		srv.EndHoldWaits()
+		events.Close()
+	}
 	a.background(ctx, resolver, budgets)
+	reopenOnHUP(a.bgCtx, audit, log)
+	go retain(a.bgCtx, cfg.Retention, log, "audit mirror and settled holds", pruneEngine(db))
 	return nil
+}
+
+// fanout hands each event to every publisher in turn.
+type fanout []engine.Publisher
+
+// Publish implements engine.Publisher.
+func (f fanout) Publish(ev engine.Event) {
+	for _, p := range f {
+		p.Publish(ev)
+	}
+}
+
+// holdLink returns the web page of a hold under SVC_PUBLIC_URL, nil when
+// it is unset or the web app is off (there is no page to link to).
+func holdLink(cfg Config) func(id string) string {
+	if cfg.PublicURL == "" || !cfg.UIEnabled {
+		return nil
+	}
+	return func(id string) string { return inbox.HoldURL(cfg.PublicURL, id) }
 }
 
 // packStatuser is an evaluator that can tell that the pack it decides with
@@ -160,6 +204,7 @@ func (a *app) policyDir() (string, error) {
 // background starts the hold expiry sweep and the ledger pruning.
 func (a *app) background(ctx context.Context, resolver *holds.Service, budgets *ledger.Budgets) {
 	ctx, a.cancel = context.WithCancel(ctx)
+	a.bgCtx = ctx
 	go func() {
 		if err := resolver.Run(ctx, 5*time.Second); err != nil && ctx.Err() == nil {
 			a.log.Error().Err(err).Msg("hold expiry sweep stopped")

@@ -13,16 +13,22 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/transport"
 )
 
 // clientDefaults are the adapter-to-engine settings of spec §5.
-var clientDefaults = map[string]any{"core_url": "", "core_token": "", "verify_ssl": "true", "client_timeout": "30"}
+var clientDefaults = map[string]any{"core_url": "", "core_token": "", "verify_ssl": "true", "client_timeout": "30",
+	"public_url": ""}
 
 // client talks to a running engine at SVC_CORE_URL with SVC_CORE_TOKEN.
 type client struct {
 	base  *url.URL
 	token string
 	http  *http.Client
+	// public is SVC_PUBLIC_URL, the base of the holds' web pages; ""
+	// prints none.
+	public string
 }
 
 // newClient reads the client settings; a warning about them goes to warn.
@@ -31,19 +37,25 @@ func newClient(warn io.Writer) (*client, error) {
 	raw := p.str("core_url")
 	verify := p.safetySwitch("verify_ssl")
 	timeout := p.seconds("client_timeout", time.Second, time.Hour)
+	tlsCfg := p.clientTLS()
+	u, ok := httpURL(raw)
+	if ok {
+		p.serverURL("core_url", u, tlsCfg)
+	}
+	public := p.publicURL()
 	if err := p.first(); err != nil {
 		return nil, err
 	}
 	for _, w := range p.warns {
 		fmt.Fprintln(warn, "svc: warning:", w)
 	}
-	u, ok := httpURL(raw)
 	if !ok {
 		return nil, fmt.Errorf("SVC_CORE_URL: must be the engine's http(s) base URL, got %q", redactURL(raw))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !verify} //nolint:gosec // explicit opt-out
-	return &client{base: u, token: p.str("core_token"), http: &http.Client{Transport: tr, Timeout: timeout}}, nil
+	tr.TLSClientConfig = &tls.Config{MinVersion: transport.MinVersion, RootCAs: tlsCfg.roots, InsecureSkipVerify: !verify} //nolint:gosec // explicit opt-out
+	return &client{base: u, token: p.str("core_token"), http: &http.Client{Transport: tr, Timeout: timeout},
+		public: public}, nil
 }
 
 // apiError is an engine answer other than 2xx.

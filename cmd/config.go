@@ -41,6 +41,7 @@ type Config struct {
 	OPATimeout     time.Duration
 	OPAMode        string // eval (one opa eval per decision) or server (a supervised opa run --server)
 	OPAURL         string // an OPA server svc does not manage; overrides OPAMode
+	OPAToken       string // bearer token sent to OPAURL's server (--authentication=token)
 	Window         time.Duration
 	AuditLog       string
 	HoldsPath      string
@@ -55,6 +56,10 @@ type Config struct {
 	ResolutionPol  string
 	Gate           engine.GateConfig
 	Export         export.Config
+	TLS            TLSConfig     // the listener's certificate, the CA of the OPA client, plain HTTP off loopback
+	Retention      time.Duration // SVC_RETENTION_DAYS: the age past which settled holds and audit mirror rows go; 0 keeps them
+	UIEnabled      bool          // SVC_UI_ENABLED: serve the reviewers' web app under /ui/
+	PublicURL      string        // SVC_PUBLIC_URL: the engine's base URL as reviewers reach it, no trailing "/"; "" unset
 	// Init is --init, never read from the environment or a settings
 	// file: creating a fresh database beside an audit log that already
 	// holds decisions is intended (checkFreshDatabase).
@@ -67,7 +72,7 @@ type Config struct {
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
 	"read_timeout": "10", "max_connections": "0",
-	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "window_seconds": "3600",
+	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "opa_token": "", "window_seconds": "3600",
 	"audit_log": "", "holds_path": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "log_format": "json", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
 	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
@@ -78,6 +83,7 @@ var serveDefaults = map[string]any{
 	"syslog_tls_ca": "", "webhook_url": "", "webhook_queue_size": strconv.Itoa(export.DefaultQueueSize),
 	"syslog_max_message": strconv.Itoa(export.DefaultMaxMessage),
 	"webhook_secret":     "",
+	"ui_enabled":         "true", "public_url": "",
 }
 
 // newViper returns a viper reading SVC_* variables with every default set.
@@ -198,6 +204,13 @@ func (p *parser) durability() ledger.Durability {
 // loadConfig reads and validates the serve configuration; flags maps the
 // keys set by a command-line flag to its name, for the error messages.
 func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
+	c, p, err := parseConfig(v, flags)
+	return c, errors.Join(p.first(), err)
+}
+
+// parseConfig reads the serve configuration: the parser keeps every
+// problem of the settings, err every problem of the export settings.
+func parseConfig(v *viper.Viper, flags map[string]string) (Config, *parser, error) {
 	p := &parser{v: v, flags: flags}
 	c := Config{
 		Host:           p.str("host"),
@@ -210,6 +223,7 @@ func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
 		OPATimeout:     p.seconds("opa_timeout", 10*time.Millisecond, maxOPATimeout),
 		OPAMode:        p.enum("opa_mode"),
 		OPAURL:         p.str("opa_url"),
+		OPAToken:       p.str("opa_token"),
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,
 		AuditLog:       p.str("audit_log"),
 		HoldsPath:      p.str("holds_path"),
@@ -222,6 +236,8 @@ func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
 		ResolverTokens: p.str("resolver_tokens"),
 		RequireVerify:  p.safetySwitch("require_verified_approver"),
 		ResolutionPol:  p.str("resolution_policy"),
+		UIEnabled:      p.boolean("ui_enabled"),
+		PublicURL:      p.publicURL(),
 		Gate: engine.GateConfig{
 			URL:          p.str("gate_introspection_url"),
 			Auth:         p.str("gate_introspection_auth"),
@@ -230,11 +246,29 @@ func loadConfig(v *viper.Viper, flags map[string]string) (Config, error) {
 			Timeout:      p.seconds("gate_introspection_timeout", time.Millisecond, engine.MaxGateTimeout),
 		},
 	}
+	c.TLS = p.tlsSettings("host", c.Host)
+	c.Retention = p.retention()
 	p.check(c)
 	c.Warnings = p.warns
 	var err error
 	c.Export, err = readExport(v)
-	return c, errors.Join(p.first(), err)
+	return c, p, err
+}
+
+// publicURL reads SVC_PUBLIC_URL: empty, or an absolute http(s) URL with
+// no query, fragment or user information; a trailing "/" is dropped.
+func (p *parser) publicURL() string {
+	raw := p.str("public_url")
+	if raw == "" {
+		return ""
+	}
+	u, ok := httpURL(raw)
+	if !ok || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.HasSuffix(u.Host, ":") {
+		p.fail("public_url", "must be the http(s) base URL reviewers reach the engine at, without query, fragment or password, e.g. https://svc.example.com, got %q",
+			redactURL(raw))
+		return ""
+	}
+	return strings.TrimSuffix(raw, "/")
 }
 
 // readExport reads and validates the SVC_SYSLOG_* and SVC_WEBHOOK_*
@@ -275,6 +309,18 @@ func (p *parser) checkLocalOPA(c Config) {
 	}
 }
 
+// checkOPAToken checks SVC_OPA_TOKEN, never echoing it: it is only sent
+// to SVC_OPA_URL's server, as one header value.
+func (p *parser) checkOPAToken(c Config) {
+	switch {
+	case c.OPAToken == "":
+	case c.OPAURL == "":
+		p.fail("opa_token", "is sent only to the OPA server of SVC_OPA_URL, which is unset")
+	case strings.ContainsFunc(c.OPAToken, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		p.fail("opa_token", "must not contain spaces or control characters")
+	}
+}
+
 func (p *parser) check(c Config) {
 	if c.Host == "" || (net.ParseIP(c.Host) == nil && strings.ContainsAny(c.Host, " /:")) {
 		p.fail("host", "must be an IP address or host name, got %q", c.Host)
@@ -285,9 +331,12 @@ func (p *parser) check(c Config) {
 	if c.OPAMode != "eval" && c.OPAMode != "server" {
 		p.fail("opa_mode", "must be eval or server, got %q", c.OPAMode)
 	}
-	if _, ok := httpURL(c.OPAURL); c.OPAURL != "" && !ok {
+	if u, ok := httpURL(c.OPAURL); c.OPAURL != "" && !ok {
 		p.fail("opa_url", "must be an http(s) URL of an OPA server, got %q", redactURL(c.OPAURL))
+	} else {
+		p.serverURL("opa_url", u, c.TLS)
 	}
+	p.checkOPAToken(c)
 	if err := c.Gate.Validate(); err != nil {
 		p.errs = append(p.errs, err)
 	}

@@ -64,16 +64,22 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	tm, err := tenancy.Open(cfg.TenancyFile)
+	tm, err := cfg.tenancy()
 	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)}
+		return &exitError{code: 2, err: err}
 	}
+	lock, err := lockWriter(ledgerFile(cfg.LedgerPath), "SVC_GATEWAY_LEDGER_PATH")
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	led, err := gwledger.Open(ctx, cfg.LedgerPath, cfg.Durability == ledgerDurabilityFull)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
 	defer led.Close()
 	warnings(log, cfg, tm)
+	go retain(ctx, cfg.Retention, log, "gateway ledger", led.Prune)
 	srv, decider := buildConnector(cfg, tools, tm, led, log)
 	defer decider.Close()
 	go tm.Watch(ctx, tenancyPoll, func(changed bool, err error) {
@@ -85,10 +91,22 @@ func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) er
 	})
 	// No WriteTimeout: a gateway request may wait SVC_GATEWAY_HOLD_WAIT on a hold.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	if err := listenTLS(hs, cfg.TLS, log); err != nil {
+		return err
+	}
 	return serveUntilDone(ctx, cfg.Host, cfg.Port, 0, hs, func(addr string) {
 		log.Info().Str("addr", addr).Str("core_url", cfg.CoreURL.Redacted()).Str("mode", cfg.Mode).
 			Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Msg("svc connector serving")
 	}, log, "svc connector shutting down: finishing requests in flight")
+}
+
+// ledgerFile is the file of the gateway ledger at path, "" when it is in
+// memory.
+func ledgerFile(path string) string {
+	if connector.InMemory(path) {
+		return ""
+	}
+	return path
 }
 
 // buildConnector wires the governor and the HTTP side.
@@ -97,6 +115,7 @@ func buildConnector(cfg ConnectorConfig, tools *connector.ToolMap, tm *tenancy.S
 	counters := &connector.Counters{}
 	m := metrics.NewConnector(connector.CounterNames, counters.Snapshot)
 	decider := connector.NewHTTPDecider(cfg.CoreURL, cfg.CoreToken, cfg.VerifyTLS, cfg.DecideTimeout)
+	decider.UseRootCAs(cfg.TLS.roots)
 	gov := connector.NewGovernor(connector.GovernorConfig{Mode: cfg.Mode, HoldWait: cfg.HoldWait, Decider: decider,
 		Tenancy: tm, Tools: tools, Ledger: led, Counters: counters, Observer: m, Log: log})
 	srv := connector.NewServer(connector.ServerConfig{Token: cfg.Token, Version: Version, CoreURL: cfg.CoreURL.Redacted(),

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/svc-dev/svc/connector"
+	"github.com/svc-dev/svc/connector/tenancy"
 	"github.com/svc-dev/svc/ledger"
 )
 
@@ -52,11 +53,20 @@ type ConnectorConfig struct {
 	Mode           string
 	LogLevel       string
 	Warnings       []string // settings read as their safe default, for the start-up log
+	TLS            TLSConfig
+	Retention      time.Duration // SVC_RETENTION_DAYS: the age past which ledger rows go; 0 keeps them
 }
 
 // loadConnectorConfig reads and validates the connector's settings; the
 // first problem names its variable.
 func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
+	c, p := parseConnectorConfig(v)
+	return c, p.first()
+}
+
+// parseConnectorConfig reads the connector's settings; the parser keeps
+// every problem.
+func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 	p := &parser{v: v}
 	c := ConnectorConfig{
 		Host:           p.str("connector_host"),
@@ -83,6 +93,9 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 		p.fail("core_url", "must be the engine's http(s) base URL, got %q", redactURL(raw))
 	}
 	c.CoreURL = u
+	c.TLS = p.tlsSettings("connector_host", c.Host)
+	c.Retention = p.retention()
+	p.serverURL("core_url", u, c.TLS)
 	if c.Token == "" && !c.AllowAnonymous {
 		p.fail("connector_token", "is required: the gateway presents it as x-api-key (set SVC_CONNECTOR_ALLOW_ANONYMOUS=1 to run without one)")
 	}
@@ -101,10 +114,19 @@ func loadConnectorConfig(v *viper.Viper) (ConnectorConfig, error) {
 		p.fail("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
 	c.Warnings = p.warns
-	return c, p.first()
+	return c, p
 }
 
-// checkFiles loads the tool map, which must be valid at start.
+// tenancy opens the tenancy map, which must be valid at start.
+func (c ConnectorConfig) tenancy() (*tenancy.Source, error) {
+	tm, err := tenancy.Open(c.TenancyFile)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_GATEWAY_TENANCY_MAP_FILE: %w", err)
+	}
+	return tm, nil
+}
+
+// toolMap loads the tool map, which must be valid at start.
 func (c ConnectorConfig) toolMap() (*connector.ToolMap, error) {
 	tm, err := connector.LoadToolMap(c.ToolMapFile)
 	if err != nil {

@@ -43,6 +43,8 @@ func (a *app) externalEvaluator(ctx context.Context) (checkedEvaluator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SVC_OPA_URL=%s: %w", where, err)
 	}
+	eval.WithBearerToken(a.cfg.OPAToken)
+	eval.UseRootCAs(a.cfg.TLS.roots)
 	a.closers = append(a.closers, eval.Close)
 	if err := eval.Check(ctx); err != nil {
 		return nil, fmt.Errorf("policy engine check failed (SVC_OPA_URL=%s): %w", where, err)

@@ -22,7 +22,8 @@ func TestExitCodesPerSubcommand(t *testing.T) {
 	noEngine := map[string]string{"SVC_CORE_URL": "http://127.0.0.1:1"}
 	for _, sub := range [][]string{{"serve"}, {"decide"}, {"holds"}, {"holds", "list"}, {"holds", "show"},
 		{"holds", "approve"}, {"holds", "reject"}, {"holds", "resolve"}, {"freeze"}, {"bench"},
-		{"connector"}, {"connector", "ledger"}, {"replay"}, {"policy"}, {"policy", "test"}} {
+		{"connector"}, {"connector", "ledger"}, {"replay"}, {"policy"}, {"policy", "test"}, {"version"}, {"config", "check"},
+		{"healthcheck"}} {
 		name := strings.Join(sub, " ")
 		r := runSvc(t, noEngine, nil, append(sub, "--help")...)
 		assert.Equal(t, 0, r.code, name)

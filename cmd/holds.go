@@ -75,13 +75,13 @@ func newHoldsListCommand() *cobra.Command {
 		if out.format == "json" {
 			return writeIndented(w, page)
 		}
-		if err := holdsTable(w, page.Items, time.Now()); err != nil {
+		if err := holdsTable(w, page.Items, time.Now(), cl.public); err != nil {
 			return err
 		}
 		return moreHolds(w, page)
 	})
 	out.register(c)
-	c.Flags().StringVar(&q.status, "status", engine.HoldPending, "pending, approved, rejected, expired, consumed or all")
+	c.Flags().StringVar(&q.status, "status", engine.HoldPending, "pending, approved, rejected, expired, consumed, settled (all but pending) or all")
 	c.Flags().IntVar(&q.limit, "limit", engine.DefaultHoldLimit, "page size (1-1000)")
 	c.Flags().StringVar(&q.cursor, "cursor", "", "`next_cursor` of the previous page, to list the next one")
 	c.Flags().BoolVar(&q.allPages, "all-pages", false, "follow next_cursor until the last page")
@@ -144,7 +144,7 @@ func newHoldsShowCommand() *cobra.Command {
 			if _, err := cl.do(ctx, "GET", "/v1/holds/"+url.PathEscape(args[0]), nil, &h); err != nil {
 				return err
 			}
-			return printHold(w, out.format, h)
+			return printHold(w, out.format, h, cl.public)
 		})(c, args)
 	}
 	out.register(c)
@@ -189,7 +189,7 @@ func newHoldsResolveCommand(use, fixed string) *cobra.Command {
 			if _, err := cl.do(ctx, "POST", "/v1/holds/"+url.PathEscape(args[0])+"/resolve", body, &h); err != nil {
 				return err
 			}
-			return printHold(w, out.format, h)
+			return printHold(w, out.format, h, cl.public)
 		})(c, args)
 	}
 	out.register(c)

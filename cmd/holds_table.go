@@ -9,19 +9,29 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/inbox"
 )
 
-// holdsTable prints holds as an aligned table.
-func holdsTable(w io.Writer, items []engine.Hold, now time.Time) error {
+// holdsTable prints holds as an aligned table; with a public URL (the
+// engine's SVC_PUBLIC_URL) a last column gives each hold's web page.
+func holdsTable(w io.Writer, items []engine.Hold, now time.Time, public string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tRULE\tAGENT\tABILITY\tENVIRONMENT\tCOUNT\tEXPIRES IN")
+	header := "ID\tSTATUS\tRULE\tAGENT\tABILITY\tENVIRONMENT\tCOUNT\tEXPIRES IN"
+	if public != "" {
+		header += "\tPAGE"
+	}
+	fmt.Fprintln(tw, header)
 	for _, h := range items {
 		agent, ability, environment, count := "-", "-", "-", int64(0)
 		if e := h.Envelope; e != nil {
 			agent, ability, environment, count = e.Agent.ID, e.Action.Ability, e.Target.Environment, e.Magnitude.Count
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", h.ID, h.Status, h.Rule, agent, ability,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s", h.ID, h.Status, h.Rule, agent, ability,
 			environment, count, expiresIn(h, now))
+		if public != "" {
+			fmt.Fprintf(tw, "\t%s", inbox.HoldURL(public, h.ID))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -61,14 +71,18 @@ func expiresIn(h engine.Hold, now time.Time) string {
 	return left.String()
 }
 
-// printHold prints one hold as JSON or as a two-column detail table.
-func printHold(w io.Writer, format string, h engine.Hold) error {
+// printHold prints one hold as JSON or as a two-column detail table, with
+// its web page when public (SVC_PUBLIC_URL) is set.
+func printHold(w io.Writer, format string, h engine.Hold, public string) error {
 	if format == "json" {
 		return writeIndented(w, h)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("id", h.ID)
+	if public != "" {
+		row("page", inbox.HoldURL(public, h.ID))
+	}
 	row("status", h.Status)
 	row("rule", h.Rule)
 	row("reason", h.Reason)

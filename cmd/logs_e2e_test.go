@@ -79,6 +79,7 @@ func TestStartupSaysWhereStateLives(t *testing.T) {
 	env := baseEnv(t)
 	delete(env, "SVC_HOLDS_PATH")
 	env["SVC_HOST"] = "0.0.0.0"
+	env["SVC_ALLOW_PLAINTEXT"] = "1"
 	env["SVC_PROT"] = "8080"
 	env["SVC_REQUIRE_VERIFIED_APPROVER"] = "flase"
 	tokens := filepath.Join(t.TempDir(), "tokens.json")

@@ -113,6 +113,8 @@ func TestReadmeExitCodes(t *testing.T) {
 		"| `svc decide` | allow | deny | require_approval | engine unreachable or error | usage error |",
 		"| `svc holds …`, `svc freeze` | done | engine refused or unreachable | — | — | usage error |",
 		"| `svc serve` | stopped by SIGINT/SIGTERM | could not start or serve (OPA, database, audit log, port) | invalid setting | — | usage error |",
+		"| `svc config check` | every setting valid | — | invalid setting (each printed) | — | usage error |",
+		"| `svc healthcheck URL` | answered 2xx | anything else | — | — | usage error |",
 		"| 64 | usage error",
 	} {
 		assert.Contains(t, string(raw), row)

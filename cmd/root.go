@@ -15,7 +15,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Version is the svc version, set at build time with -ldflags.
+// Version is the svc version, set at build time with
+// -ldflags "-X github.com/svc-dev/svc/cmd.Version=..."; a build of a tagged
+// module release (go install ...@vX.Y.Z) reports that tag instead of the
+// default (version.go).
 var Version = "0.3.0"
 
 // Exit codes shared by every command (README, "Exit codes"); svc decide
@@ -116,18 +119,10 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newConnectorCommand(),
 		newReplayCommand(),
 		newPolicyCommand(),
+		newHealthcheckCommand(),
+		newConfigCommand(),
+		newMigrateCommand(),
+		newBackupCommand(),
 	)
 	return root
-}
-
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the svc version",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(c.OutOrStdout(), "svc %s\n", Version)
-			return failure(err)
-		},
-	}
 }

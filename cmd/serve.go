@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -196,6 +197,9 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 	// passes, whether its handler is done or not; the server bounds the read
 	// of a body itself (SVC_READ_TIMEOUT, engine.ServerConfig.BodyTimeout).
 	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: headerTimeout, IdleTimeout: 120 * time.Second}
+	if err := listenTLS(srv, cfg.TLS, log); err != nil {
+		return err
+	}
 	srv.RegisterOnShutdown(a.endWaits)
 	started := func(addr string) { a.started(addr, conns) }
 	return serveUntilDone(ctx, cfg.Host, cfg.Port, conns, srv, started, log, "svc shutting down: finishing in-flight decisions")
@@ -213,6 +217,9 @@ func serveUntilDone(ctx context.Context, host string, port, conns int, srv *http
 	}
 	if conns > 0 {
 		ln = engine.LimitListener(ln, conns)
+	}
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

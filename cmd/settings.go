@@ -12,12 +12,12 @@ import (
 // settingSets are the keys of every command's settings, each read from
 // SVC_<KEY>: a command with settings of its own adds its defaults here, so
 // that its variables are not reported as unknown.
-var settingSets = []map[string]any{serveDefaults, clientDefaults, connectorDefaults}
+var settingSets = []map[string]any{serveDefaults, clientDefaults, connectorDefaults, tlsDefaults, retentionDefaults}
 
 // otherVariables are SVC_* variables read by the scripts, the tests or the
 // in-process LiteLLM module (connector/python), not by svc.
 var otherVariables = []string{"SVC_VENV", "SVC_BIN", "SVC_OPA_BIN", "SVC_E2E_WRITE_CAPTURES",
-	"SVC_CONNECTOR_URL", "SVC_CONNECTOR_CA_FILE"}
+	"SVC_CONNECTOR_URL", "SVC_CONNECTOR_CA_FILE", "SVC_E2E_WRITE_SCREENSHOTS"}
 
 // knownVariables returns every SVC_* variable name svc or its scripts read.
 func knownVariables() []string {

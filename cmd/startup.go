@@ -1,11 +1,12 @@
 package cmd
 
 import (
-	"net"
 	"os"
 	"strings"
 
 	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/transport"
 )
 
 // logState logs, once at start, where the engine keeps its state and how it
@@ -24,7 +25,7 @@ func logState(log zerolog.Logger, cfg Config, dbPath string) {
 	log.Info().Str("database", database).Str("audit_log", audit).Str("opa_mode", opaMode(cfg)).
 		Bool("auth", cfg.AuthToken != "").Bool("resolver_tokens", cfg.ResolverTokens != "").
 		Bool("require_verified_approver", cfg.RequireVerify).Msg("svc state")
-	if cfg.AuthToken == "" && !cfg.Gate.Enabled() && !loopback(cfg.Host) {
+	if cfg.AuthToken == "" && !cfg.Gate.Enabled() && !transport.Loopback(cfg.Host) {
 		log.Warn().Str("host", cfg.Host).Msg("SVC_HOST is not a loopback address and no authentication is configured " +
 			"(SVC_AUTH_TOKEN, SVC_GATE_INTROSPECTION_URL): anyone who can reach the port can decide, resolve holds and freeze")
 	}
@@ -40,15 +41,6 @@ func opaMode(cfg Config) string {
 		return "external"
 	}
 	return cfg.OPAMode
-}
-
-// loopback reports whether host names only the loopback interface.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // exposedFile returns the mode of the file SVC_RESOLVER_TOKENS names, and

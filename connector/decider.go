@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -89,6 +90,14 @@ func NewHTTPDecider(base *url.URL, token string, verifyTLS bool, timeout time.Du
 	tr.IdleConnTimeout = 90 * time.Second
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !verifyTLS} //nolint:gosec // explicit opt-out
 	return &HTTPDecider{base: base, token: token, timeout: timeout, client: &http.Client{Transport: tr}}
+}
+
+// UseRootCAs makes the decider trust the authorities of roots (SVC_CA_FILE)
+// rather than the system's; nil keeps the system's.
+func (d *HTTPDecider) UseRootCAs(roots *x509.CertPool) {
+	if roots != nil {
+		d.client.Transport.(*http.Transport).TLSClientConfig.RootCAs = roots
+	}
 }
 
 // Close drops the idle connections.

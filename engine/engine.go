@@ -26,6 +26,9 @@ type Config struct {
 	// denied, since no approval could ever lift it (the holds service owns
 	// the set and refuses to resolve such holds). Nil: RuleTerminal alone.
 	Terminal func(rule string) bool
+	// HoldLink returns the web page of a hold, sent as the url of its
+	// hold.created event; nil (SVC_PUBLIC_URL unset) sends none.
+	HoldLink func(id string) string
 }
 
 // Deps are the parts the engine consumes. Publisher and Observer may be nil

@@ -66,6 +66,9 @@ func ErrorCode(err error) string {
 	return EINTERNAL
 }
 
+// StatusOf is the HTTP status of an error code, as the API answers it.
+func StatusOf(code string) int { return statusOf(code) }
+
 func statusOf(code string) int {
 	switch code {
 	case EINVALID:

@@ -113,6 +113,9 @@ type HoldEvent struct {
 	DecidedTS         string     `json:"decided_ts,omitempty"`
 	DecidedByVerified *bool      `json:"decided_by_verified,omitempty"`
 	Reason            string     `json:"reason,omitempty"`
+	// URL is the hold's page in the web app, on hold.created when
+	// SVC_PUBLIC_URL is set.
+	URL string `json:"url,omitempty"`
 }
 
 // FreezeEvent is the webhook body of freeze.flipped and the audit record of

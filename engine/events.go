@@ -75,6 +75,10 @@ func (e *Engine) holdRecords(out *outcome) []AuditRecord {
 func (e *Engine) publishHoldEvents(out *outcome) {
 	if h := out.created; h != nil {
 		now := e.deps.Now()
-		e.deps.Publisher.Publish(Event{Type: EventHoldCreated, Body: HoldEventOf(EventHoldCreated, h, now)})
+		ev := HoldEventOf(EventHoldCreated, h, now)
+		if e.cfg.HoldLink != nil {
+			ev.URL = e.cfg.HoldLink(h.ID)
+		}
+		e.deps.Publisher.Publish(Event{Type: EventHoldCreated, Body: ev})
 	}
 }

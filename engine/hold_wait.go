@@ -119,6 +119,10 @@ func (s *Server) awaitHold(ctx context.Context, id string, wait time.Duration) (
 	}
 }
 
+// WakeHold wakes the long-polls of hold id, which a resolution outside
+// the API (the web app) has moved on.
+func (s *Server) WakeHold(id string) { s.watch.notify(id) }
+
 // EndHoldWaits ends every long-poll of a hold at once, each answering its
 // hold as it stands, so that a server shutting down is not held up by
 // them (register it with http.Server.RegisterOnShutdown).

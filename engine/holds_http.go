@@ -16,7 +16,17 @@ const (
 )
 
 var holdStatuses = map[string]bool{HoldPending: true, HoldApproved: true, HoldRejected: true,
-	HoldExpired: true, HoldConsumed: true, "all": true}
+	HoldExpired: true, HoldConsumed: true, "settled": true, "all": true}
+
+// HoldStatusReason is the reason of a status filter that is none of the
+// statuses, settled (every hold no longer pending) or all.
+const HoldStatusReason = "must be one of pending, approved, rejected, expired, consumed, settled, all"
+
+// Orders of a hold listing (the order parameter of GET /v1/holds).
+const (
+	OrderOldest = "oldest"
+	OrderNewest = "newest"
+)
 
 var digits = regexp.MustCompile(`^[0-9]{1,7}$`)
 
@@ -27,11 +37,12 @@ func InvalidField(field, reason string) *Error {
 		Fields: map[string]any{"field": field, "reason": reason}}
 }
 
-// holdQuery parses status, limit and cursor strictly: a parameter given
-// twice, empty or out of range is refused, never read as a default.
-func holdQuery(q url.Values) (HoldQuery, error) {
+// ParseHoldQuery parses status, limit, order and cursor strictly: a
+// parameter given twice, empty or out of range is refused, never read as a
+// default. The web app (package inbox) reads its listings with it too.
+func ParseHoldQuery(q url.Values) (HoldQuery, error) {
 	out := HoldQuery{Status: "all", Limit: DefaultHoldLimit}
-	for _, name := range []string{"status", "limit", "cursor"} {
+	for _, name := range []string{"status", "limit", "order", "cursor"} {
 		vals, ok := q[name]
 		if !ok {
 			continue
@@ -43,7 +54,7 @@ func holdQuery(q url.Values) (HoldQuery, error) {
 		switch name {
 		case "status":
 			if !holdStatuses[v] {
-				return out, InvalidField(name, "must be one of pending, approved, rejected, expired, consumed, all")
+				return out, InvalidField(name, HoldStatusReason)
 			}
 			out.Status = v
 		case "limit":
@@ -52,6 +63,11 @@ func holdQuery(q url.Values) (HoldQuery, error) {
 				return out, InvalidField(name, "must be an integer from 1 to 1000")
 			}
 			out.Limit = n
+		case "order":
+			if v != OrderOldest && v != OrderNewest {
+				return out, InvalidField(name, "must be oldest or newest")
+			}
+			out.Newest = v == OrderNewest
 		case "cursor":
 			out.Cursor = v
 		}
@@ -60,7 +76,7 @@ func holdQuery(q url.Values) (HoldQuery, error) {
 }
 
 func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
-	q, err := holdQuery(r.URL.Query())
+	q, err := ParseHoldQuery(r.URL.Query())
 	if err != nil {
 		s.writeError(w, err)
 		return

@@ -42,6 +42,7 @@ type Server struct {
 	health   func() map[string]any   // extra /healthz fields, may be nil
 	ready    []ReadyCheck            // the checks of /readyz
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
+	ui       http.Handler            // the web app under /ui/; nil when off
 	watch    *holdWatch              // wakes the long-polls of holds
 	log      zerolog.Logger
 	// refusedLog is log, sampled, for refused credentials (logRefused).
@@ -68,13 +69,16 @@ type ServerDeps struct {
 	Health     func() map[string]any
 	Ready      []ReadyCheck
 	Routes     map[string]http.Handler
-	Logger     zerolog.Logger
+	// UI is the reviewers' web app (package inbox), served under /ui/
+	// with its own sign-in rather than a bearer token; nil: no web app.
+	UI     http.Handler
+	Logger zerolog.Logger
 }
 
 // NewServer returns the engine's HTTP server.
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
 	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
-		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, ready: deps.Ready, extra: deps.Routes, log: deps.Logger,
+		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, ready: deps.Ready, extra: deps.Routes, ui: deps.UI, log: deps.Logger,
 		watch:      newHoldWatch(),
 		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
 		portalLog:  deps.Logger.Sample(&zerolog.BurstSampler{Burst: 1, Period: portalLogPeriod})}
@@ -95,6 +99,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, s.tokenAuth(h.ServeHTTP))
+	}
+	if s.ui != nil {
+		mux.Handle(UIPrefix, s.ui)
 	}
 	return s.requestLog(s.recoverer(securityHeaders(s.crossOrigin(routeNoter(unrouted(mux))))))
 }
@@ -138,6 +145,9 @@ func (s *Server) crossOrigin(next http.Handler) http.Handler {
 	}))
 	return c.Handler(next)
 }
+
+// UIPrefix is the path under which the web app is served.
+const UIPrefix = "/ui/"
 
 // decidePath is the path of the decide route.
 const decidePath = "/v1/decide"

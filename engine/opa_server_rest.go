@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +44,7 @@ type RESTEvaluator struct {
 	health   string // GET /health
 	timeout  time.Duration
 	client   *http.Client
+	bearer   string // the Authorization header's value, or empty (WithBearerToken)
 }
 
 var _ Evaluator = (*RESTEvaluator)(nil)
@@ -57,6 +60,15 @@ func NewRESTEvaluator(baseURL string, timeout time.Duration) (*RESTEvaluator, er
 	}
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	return newRESTEvaluator(u, d.DialContext, timeout), nil
+}
+
+// UseRootCAs makes the evaluator trust the authorities of roots (SVC_CA_FILE)
+// rather than the system's when the server's URL is https; nil keeps the
+// system's. Call it before the first query.
+func (e *RESTEvaluator) UseRootCAs(roots *x509.CertPool) {
+	if roots != nil {
+		e.client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	}
 }
 
 // newUnixRESTEvaluator queries an OPA server listening on the unix socket
@@ -131,6 +143,7 @@ func (e *RESTEvaluator) query(ctx context.Context, endpoint string, input []byte
 		return nil, fmt.Errorf("build opa server request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	e.authorize(req)
 	// The query is a pure evaluation, so the transport may retry it on a
 	// fresh connection when the server closed an idle one under it; an
 	// empty value marks it idempotent without sending the header.
@@ -250,6 +263,7 @@ func (e *RESTEvaluator) healthy(ctx context.Context, timeout time.Duration) bool
 	if err != nil {
 		return false
 	}
+	e.authorize(req)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return false
@@ -263,6 +277,24 @@ func (e *RESTEvaluator) healthy(ctx context.Context, timeout time.Duration) bool
 // has the svc.policy package loaded, and decides a sample input.
 func (e *RESTEvaluator) Check(ctx context.Context) error {
 	return probe(ctx, e)
+}
+
+// WithBearerToken makes e send `Authorization: Bearer <token>` with every
+// request, for an OPA server run with --authentication=token (SVC_OPA_TOKEN);
+// an empty token sends none. Call it before e is used; it returns e.
+func (e *RESTEvaluator) WithBearerToken(token string) *RESTEvaluator {
+	e.bearer = ""
+	if token != "" {
+		e.bearer = "Bearer " + token
+	}
+	return e
+}
+
+// authorize adds the bearer token, if any, to req.
+func (e *RESTEvaluator) authorize(req *http.Request) {
+	if e.bearer != "" {
+		req.Header.Set("Authorization", e.bearer)
+	}
 }
 
 // Close drops the idle connections to the server.

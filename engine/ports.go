@@ -197,11 +197,14 @@ type Hold struct {
 	ConsumedBy        string     `json:"consumed_by_decision_id,omitempty"`
 }
 
-// HoldQuery selects a page of holds. Status "all" or "" means no filter.
+// HoldQuery selects a page of holds. Status "all" or "" means no filter,
+// "settled" every hold no longer pending. Holds come oldest first, or
+// newest first with Newest.
 type HoldQuery struct {
 	Status string
 	Limit  int
 	Cursor string
+	Newest bool
 	Now    time.Time
 }
 

@@ -28,6 +28,11 @@
 //  7. If the audit line cannot be written the resolution is not applied and
 //     the answer is 500 audit_unavailable (fail closed).
 //
+// Vet runs checks 1 and 3 to 5 and stops there, resolving nothing: the
+// web app (package inbox) asks it whether the signed-in person may decide
+// a hold, to say why not in place of the buttons, and then resolves
+// through Resolve like the API.
+//
 // Identity comes before state because it is a property of the caller and
 // the deployment, not of the hold: an unverifiable caller gets the same 403
 // and remedy for every hold.

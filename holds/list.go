@@ -21,8 +21,12 @@ const (
 	MaxLimit     = 1000
 )
 
-// statusAll is the list filter that selects every hold.
-const statusAll = "all"
+// statusAll is the list filter that selects every hold, statusSettled the
+// one that selects every hold no longer pending (as of the listing).
+const (
+	statusAll     = "all"
+	statusSettled = "settled"
+)
 
 // maxCursorLen bounds a cursor before any decoding is attempted.
 const maxCursorLen = 1024
@@ -35,6 +39,7 @@ type cursor struct {
 	Status  string `json:"s"`
 	Created int64  `json:"c"`
 	ID      string `json:"i"`
+	Newest  bool   `json:"n,omitempty"` // issued for a newest-first listing
 }
 
 // MaxPageBytes bounds the JSON of the holds of one page: a page ends
@@ -44,11 +49,12 @@ type cursor struct {
 // a hold. The page's next_cursor continues where it ended.
 const MaxPageBytes = 1 << 20
 
-// List returns one page of holds in created time, then id order, as of
-// q.Now: at most q.Limit holds, and fewer when their JSON would pass
-// MaxPageBytes. Status is one of the hold statuses, "all" or "" (no
-// filter); Limit 0 means DefaultLimit; Cursor is a NextCursor this Store
-// issued for the same status filter. Anything else is an invalid_request
+// List returns one page of holds in created time, then id order (newest
+// first with q.Newest), as of q.Now: at most q.Limit holds, and fewer when
+// their JSON would pass MaxPageBytes. Status is one of the hold statuses,
+// "settled" (every status but pending), "all" or "" (no filter); Limit 0
+// means DefaultLimit; Cursor is a NextCursor this Store issued for the same
+// status filter and order. Anything else is an invalid_request
 // error naming the field. Cursors are signed with a key that lives as long
 // as the Store.
 func (s *Store) List(ctx context.Context, q engine.HoldQuery) (engine.HoldPage, error) {
@@ -96,9 +102,12 @@ func (s *Store) page(ctx context.Context, q engine.HoldQuery, emit func(h engine
 	if err != nil {
 		return nil, fmt.Errorf("list holds: %w", err)
 	}
-	after := cursor{Status: status, Created: math.MinInt64}
+	after := cursor{Status: status, Created: math.MinInt64, Newest: q.Newest}
+	if q.Newest {
+		after.Created = math.MaxInt64
+	}
 	if q.Cursor != "" {
-		if after, err = s.decodeCursor(q.Cursor, status); err != nil {
+		if after, err = s.decodeCursor(q.Cursor, status, q.Newest); err != nil {
 			return nil, fmt.Errorf("list holds: %w", err)
 		}
 	}
@@ -108,8 +117,11 @@ func (s *Store) page(ctx context.Context, q engine.HoldQuery, emit func(h engine
 	}
 	filter, args := statusFilter(status, now.UnixMilli())
 	args = append(args, after.Created, after.Created, after.ID, limit+1)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+holdColumns+` FROM holds WHERE `+filter+
-		` AND (created_ms > ? OR (created_ms = ? AND id > ?)) ORDER BY created_ms, id LIMIT ?`, args...)
+	order := ` AND (created_ms > ? OR (created_ms = ? AND id > ?)) ORDER BY created_ms, id LIMIT ?`
+	if q.Newest {
+		order = ` AND (created_ms < ? OR (created_ms = ? AND id < ?)) ORDER BY created_ms DESC, id DESC LIMIT ?`
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+holdColumns+` FROM holds WHERE `+filter+order, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list holds: %w", err)
 	}
@@ -118,7 +130,7 @@ func (s *Store) page(ctx context.Context, q engine.HoldQuery, emit func(h engine
 	n, size := 0, 0
 	for rows.Next() {
 		if n == limit {
-			return s.nextCursor(status, last), nil
+			return s.nextCursor(status, q.Newest, last), nil
 		}
 		h, err := scanHold(rows, now)
 		if err != nil {
@@ -129,7 +141,7 @@ func (s *Store) page(ctx context.Context, q engine.HoldQuery, emit func(h engine
 			return nil, fmt.Errorf("list holds: encode hold %s: %w", h.ID, err)
 		}
 		if n > 0 && size+len(raw) > MaxPageBytes {
-			return s.nextCursor(status, last), nil
+			return s.nextCursor(status, q.Newest, last), nil
 		}
 		emit(h, raw)
 		last, n, size = &h, n+1, size+len(raw)+1
@@ -141,8 +153,8 @@ func (s *Store) page(ctx context.Context, q engine.HoldQuery, emit func(h engine
 }
 
 // nextCursor is the cursor of the page after the one that ends with last.
-func (s *Store) nextCursor(status string, last *engine.Hold) *string {
-	next := s.encodeCursor(cursor{Status: status, Created: last.CreatedTS.UnixMilli(), ID: last.ID})
+func (s *Store) nextCursor(status string, newest bool, last *engine.Hold) *string {
+	next := s.encodeCursor(cursor{Status: status, Created: last.CreatedTS.UnixMilli(), ID: last.ID, Newest: newest})
 	return &next
 }
 
@@ -151,10 +163,10 @@ func validateQuery(q engine.HoldQuery) (string, int, error) {
 	switch status {
 	case "":
 		status = statusAll
-	case statusAll, engine.HoldPending, engine.HoldApproved, engine.HoldRejected,
+	case statusAll, statusSettled, engine.HoldPending, engine.HoldApproved, engine.HoldRejected,
 		engine.HoldExpired, engine.HoldConsumed:
 	default:
-		return "", 0, engine.InvalidField("status", "must be one of pending, approved, rejected, expired, consumed, all")
+		return "", 0, engine.InvalidField("status", engine.HoldStatusReason)
 	}
 	limit := q.Limit
 	if limit == 0 {
@@ -172,6 +184,8 @@ func statusFilter(status string, nowMS int64) (string, []any) {
 	switch status {
 	case statusAll:
 		return "1 = 1", nil
+	case statusSettled:
+		return "NOT (status = 'pending' AND expires_ms > ?)", []any{nowMS}
 	case engine.HoldPending, engine.HoldApproved:
 		return "status = ? AND expires_ms > ?", []any{status, nowMS}
 	case engine.HoldExpired:
@@ -191,7 +205,7 @@ func (s *Store) encodeCursor(c cursor) string {
 	return cursorEncoding.EncodeToString(payload) + "." + cursorEncoding.EncodeToString(s.sign(payload))
 }
 
-func (s *Store) decodeCursor(raw, status string) (cursor, error) {
+func (s *Store) decodeCursor(raw, status string, newest bool) (cursor, error) {
 	forged := engine.InvalidField("cursor", "not a cursor issued by this server, or altered")
 	if len(raw) > maxCursorLen {
 		return cursor{}, forged
@@ -214,6 +228,9 @@ func (s *Store) decodeCursor(raw, status string) (cursor, error) {
 	}
 	if c.Status != status {
 		return cursor{}, engine.InvalidField("cursor", fmt.Sprintf("issued for status %q, not %q", c.Status, status))
+	}
+	if c.Newest != newest {
+		return cursor{}, engine.InvalidField("cursor", fmt.Sprintf("issued for order %s, not %s", orderName(c.Newest), orderName(newest)))
 	}
 	return c, nil
 }
@@ -240,4 +257,13 @@ func (s *Store) CountByStatus(ctx context.Context, now time.Time) (map[string]in
 		return nil, fmt.Errorf("count holds: %w", err)
 	}
 	return counts, nil
+}
+
+// orderName is the name of a listing order, as the order parameter of
+// GET /v1/holds spells it.
+func orderName(newest bool) string {
+	if newest {
+		return engine.OrderNewest
+	}
+	return engine.OrderOldest
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -71,6 +72,7 @@ func TestListStatusFilter(t *testing.T) {
 		engine.HoldRejected: {"rejected"},
 		engine.HoldConsumed: {"consumed"},
 		engine.HoldExpired:  {"lapsed", "lapsed-approved"},
+		"settled":           {"lapsed", "lapsed-approved", "approved", "consumed", "rejected"},
 	}
 	for status, want := range tests {
 		t.Run("status="+status, func(t *testing.T) {
@@ -79,12 +81,45 @@ func TestListStatusFilter(t *testing.T) {
 			require.Equal(t, want, holdIDs(page.Items))
 			require.Nil(t, page.NextCursor)
 			for _, h := range page.Items {
-				if status != "" && status != "all" {
+				if status != "" && status != "all" && status != "settled" {
 					require.Equal(t, status, h.Status)
 				}
 			}
 		})
 	}
+}
+
+// TestListNewestFirst pages the listing newest first: every hold once,
+// in the reverse of the oldest-first order, and a cursor of one order is
+// refused by the other.
+func TestListNewestFirst(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t)
+	var oldest []string
+	for i := range 20 {
+		h := newHold(seqID(i), t0.Add(time.Duration(i/3)*time.Millisecond))
+		mustCreate(t, s, h)
+		oldest = append(oldest, h.ID)
+	}
+	var got []string
+	q := engine.HoldQuery{Status: "all", Limit: 3, Newest: true, Now: t0}
+	for {
+		page, err := s.List(ctx, q)
+		require.NoError(t, err)
+		got = append(got, holdIDs(page.Items)...)
+		if page.NextCursor == nil {
+			break
+		}
+		q.Cursor = *page.NextCursor
+	}
+	slices.Reverse(oldest)
+	require.Equal(t, oldest, got)
+
+	page, err := s.List(ctx, engine.HoldQuery{Status: "all", Limit: 3, Newest: true, Now: t0})
+	require.NoError(t, err)
+	_, err = s.List(ctx, engine.HoldQuery{Status: "all", Limit: 3, Cursor: *page.NextCursor, Now: t0})
+	requireErr(t, err, &engine.Error{Code: engine.EINVALID}, map[string]any{"field": "cursor",
+		"reason": "issued for order newest, not oldest"})
 }
 
 func TestListEmptyAndDefaultLimit(t *testing.T) {

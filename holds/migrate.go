@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -59,4 +60,33 @@ func migrateOne(ctx context.Context, db *sql.DB, name string) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// Migrations returns the migrations this build applies: one .sql file
+// each, applied in name order.
+func Migrations() fs.FS {
+	sub, _ := fs.Sub(migrations, "migrations") // a valid directory of the embedded files
+	return sub
+}
+
+// AppliedMigrations returns the base names of the migrations recorded in
+// db's holds_migrations, in order: none for a database svc never opened.
+func AppliedMigrations(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM holds_migrations ORDER BY name`)
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read holds_migrations: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("read holds_migrations: %w", err)
+		}
+		out = append(out, strings.TrimPrefix(name, "migrations/"))
+	}
+	return out, rows.Err()
 }

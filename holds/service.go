@@ -87,12 +87,9 @@ func (s *Service) Resolve(ctx context.Context, r engine.ResolveRequest) (engine.
 	if err != nil {
 		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", h.ID, err)
 	}
-	who, verified, err := s.identify(r, h.ID)
+	who, verified, err := s.admit(h, r)
 	if err != nil {
-		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", h.ID, err)
-	}
-	if err := s.authorize(h, who); err != nil {
-		return engine.Hold{}, fmt.Errorf("resolve hold %s: %w", h.ID, err)
+		return engine.Hold{}, err
 	}
 	res := engine.HoldResolution{HoldID: h.ID, Status: status, By: who, Verified: verified, Reason: r.Reason, At: now}
 	out := resolved(h, res)
@@ -102,6 +99,40 @@ func (s *Service) Resolve(ctx context.Context, r engine.ResolveRequest) (engine.
 	s.pub.Publish(engine.Event{Type: engine.EventHoldResolved,
 		Body: holdEvent(engine.EventHoldResolved, out, now, out.ResolutionReason)})
 	return out, nil
+}
+
+// Vet runs the checks of Resolve that do not depend on the decision and
+// the reason (the hold exists, who asks, its state, four eyes, the
+// resolution policy), in Resolve's order and with its errors, without
+// resolving anything: what a reviewer's page shows instead of a button
+// that could only be refused. Resolve runs them again, on the hold as it
+// is then.
+func (s *Service) Vet(ctx context.Context, r engine.ResolveRequest) (engine.Hold, error) {
+	now := r.Now
+	if now.IsZero() {
+		now = s.Now()
+	}
+	h, err := s.store.Get(ctx, r.HoldID, now)
+	if err != nil {
+		return engine.Hold{}, err
+	}
+	if _, _, err := s.admit(h, r); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// admit establishes who asks to resolve h (identify) and checks that they
+// may (authorize).
+func (s *Service) admit(h engine.Hold, r engine.ResolveRequest) (engine.Principal, bool, error) {
+	who, verified, err := s.identify(r, h.ID)
+	if err != nil {
+		return engine.Principal{}, false, fmt.Errorf("resolve hold %s: %w", h.ID, err)
+	}
+	if err := s.authorize(h, who); err != nil {
+		return engine.Principal{}, false, fmt.Errorf("resolve hold %s: %w", h.ID, err)
+	}
+	return who, verified, nil
 }
 
 // resolved is pending hold h as res leaves it, exactly as the store then

@@ -156,6 +156,54 @@ func removeTokens(t *testing.T, f fixture) {
 	require.NoError(t, os.Remove(f.svc.cfg.ResolverTokens))
 }
 
+// TestVetAnswersAsResolveWithoutResolving checks that Vet refuses whom
+// Resolve refuses, with the same error, and admits whom it admits, while
+// changing nothing: no transition, no audit record, no event.
+func TestVetAnswersAsResolveWithoutResolving(t *testing.T) {
+	tests := []struct {
+		name       string
+		credential string
+		prepare    func(t *testing.T, f fixture)
+		want       *engine.Error // nil: admitted
+	}{
+		{name: "verified human", credential: "tok-alice"},
+		{name: "principal acted for (four eyes)", credential: "tok-carol", want: ErrActorIsApprover},
+		{name: "agent type not allowed", credential: "tok-bot", want: ErrTypeNotAllowed},
+		{name: "unbound token", credential: "tok-mallory", want: ErrNotVerified},
+		{name: "not pending", credential: "tok-alice", prepare: resolveFirst(DecisionReject), want: ErrNotResolvable},
+		{name: "tokens unreadable", credential: "tok-alice", prepare: removeTokens, want: ErrTokensUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, verifiedConfig(t))
+			mustCreate(t, f.store, newHold("h", t0))
+			if tt.prepare != nil {
+				tt.prepare(t, f)
+			}
+			kinds, _ := f.rec.snapshot()
+			before, err := f.store.Get(context.Background(), "h", f.clock.Now())
+			require.NoError(t, err)
+
+			h, err := f.svc.Vet(context.Background(), engine.ResolveRequest{HoldID: "h", Credential: tt.credential})
+			require.Equal(t, "h", h.ID, "Vet returns the hold it vetted")
+			if tt.want == nil {
+				require.NoError(t, err)
+			} else {
+				requireErr(t, err, tt.want, nil)
+				_, resolveErr := f.svc.Resolve(context.Background(), approve("h", tt.credential))
+				require.Equal(t, err.Error(), resolveErr.Error(), "Vet and Resolve refuse alike")
+			}
+			after, err := f.store.Get(context.Background(), "h", f.clock.Now())
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+			kindsAfter, _ := f.rec.snapshot()
+			require.Equal(t, kinds, kindsAfter)
+		})
+	}
+	_, err := newFixture(t, verifiedConfig(t)).svc.Vet(context.Background(), engine.ResolveRequest{HoldID: "ghost"})
+	requireErr(t, err, ErrNotFound, nil)
+}
+
 func TestNotVerifiedRemedy(t *testing.T) {
 	tests := []struct {
 		name, tokens, why string

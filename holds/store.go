@@ -287,3 +287,20 @@ func sortHolds(hs []engine.Hold) {
 		return a.ID < b.ID
 	})
 }
+
+// PruneSettled deletes at most limit holds that are settled for good —
+// rejected, expired or consumed, as recorded — and whose every time
+// (created, expiry, decision, consumption) is before before. A pending or
+// an approved hold is never deleted, whatever its age: the sweep records
+// its expiry first. It has the signature of a ledger.PruneBatch.
+func PruneSettled(ctx context.Context, tx *sql.Tx, before time.Time, limit int) (int64, error) {
+	res, err := tx.ExecContext(ctx, `DELETE FROM holds WHERE id IN (
+		SELECT id FROM holds WHERE status IN ('rejected', 'expired', 'consumed')
+			AND created_ms < :before AND expires_ms < :before
+			AND coalesce(decided_ms, 0) < :before AND coalesce(consumed_ms, 0) < :before
+		LIMIT :limit)`, sql.Named("before", before.UnixMilli()), sql.Named("limit", limit))
+	if err != nil {
+		return 0, fmt.Errorf("prune settled holds: %w", err)
+	}
+	return res.RowsAffected()
+}

@@ -104,6 +104,7 @@ type entry struct {
 	resolve  *engine.HoldResolution // nil when there is none
 	err      error                  // its hold write failed (holdWrites); it is not in the batch
 	flush    bool                   // a flush request, without records
+	reopen   bool                   // with flush: reopen the file at its path (Reopen)
 	degraded bool                   // a RecordDegraded: its lines go to each sink on its own (salvage)
 	deadline time.Time              // of a degraded entry's mirror write; zero when its caller set none
 	done     chan signal            // receives lead (at most once), then the result
@@ -360,7 +361,7 @@ func (a *Audit) lead(ctx context.Context) {
 		a.salvage(ctx, degraded)
 	}
 	if len(flushes) > 0 {
-		ferr := a.flush()
+		ferr := errors.Join(a.flush(), a.reopen(flushes))
 		for _, e := range flushes {
 			e.done <- signal{err: ferr}
 		}
@@ -374,6 +375,32 @@ func (a *Audit) lead(ctx context.Context) {
 	}
 	a.leading = false
 	a.idle.Broadcast()
+}
+
+// Reopen closes the audit file and opens (creating it if missing) the one
+// its path names now, as logrotate's postrotate SIGHUP asks: the rotated
+// file is no longer held open, so it can be compressed or removed at once.
+// It rides the queue as a flush request, so the leader does it between
+// batches; a batch also reopens the file by itself when it finds the path
+// naming another file (jsonl.current).
+func (a *Audit) Reopen(ctx context.Context) error {
+	if a.file == nil {
+		return nil
+	}
+	if err := a.submit(ctx, &entry{flush: true, reopen: true, done: make(chan signal, 1)}); err != nil {
+		return fmt.Errorf("reopen audit log: %w", err)
+	}
+	return nil
+}
+
+// reopen reopens the file if one of flushes asks for it.
+func (a *Audit) reopen(flushes []*entry) error {
+	for _, e := range flushes {
+		if e.reopen {
+			return a.file.reopen()
+		}
+	}
+	return nil
 }
 
 // Close waits for queued records to be committed, ends the background

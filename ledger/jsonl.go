@@ -174,6 +174,18 @@ func (j *jsonl) release() error {
 	return nil
 }
 
+// reopen closes the open file, syncing what it holds unsynced, and opens
+// the one at the path, creating it if missing.
+func (j *jsonl) reopen() error {
+	if j.f != nil {
+		if err := j.release(); err != nil {
+			return err
+		}
+	}
+	_, err := j.opened()
+	return err
+}
+
 // flush syncs to disk what was written since the last successful flush,
 // reopening the file if a failed write closed it. After a failure the file
 // is closed, as its state is unknown. Once a rotated file could not be

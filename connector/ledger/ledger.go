@@ -307,3 +307,39 @@ func (l *Ledger) Recent(ctx context.Context, limit int) ([]connector.Row, error)
 	}
 	return out, rows.Err()
 }
+
+// pruneBatch is the most rows one transaction of Prune deletes, and
+// prunePause the pause between two, which leaves the one connection to
+// the writer of the gateway's requests.
+const (
+	pruneBatch = 500
+	prunePause = 20 * time.Millisecond
+)
+
+// Prune deletes the rows written before before, pruneBatch rows a
+// transaction, and returns how many it deleted. Times are compared to the
+// second.
+func (l *Ledger) Prune(ctx context.Context, before time.Time) (int64, error) {
+	cutoff := before.UTC().Format(time.RFC3339)
+	var total int64
+	for {
+		res, err := l.db.ExecContext(ctx, `DELETE FROM gateway_ledger WHERE seq IN (
+			SELECT seq FROM gateway_ledger WHERE ts < ? ORDER BY ts LIMIT ?)`, cutoff, pruneBatch)
+		if err != nil {
+			return total, fmt.Errorf("prune gateway ledger: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("prune gateway ledger: %w", err)
+		}
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
+		select {
+		case <-ctx.Done():
+			return total, ctx.Err()
+		case <-time.After(prunePause):
+		}
+	}
+}

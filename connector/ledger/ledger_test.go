@@ -83,3 +83,33 @@ func TestRefusedStageIsChecked(t *testing.T) {
 	err = l.Record(context.Background(), []connector.Row{{Outcome: "allow", EnforcementStage: "delivered"}})
 	require.Error(t, err, "a row of an unknown stage is not recorded")
 }
+
+// TestPruneDeletesExactlyTheOldRows: rows written before the cut-off go,
+// in batches, and the rows at or after it stay.
+func TestPruneDeletesExactlyTheOldRows(t *testing.T) {
+	ctx := context.Background()
+	l, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "gw.db"), false)
+	require.NoError(t, err)
+	defer l.Close()
+	cut := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	row := func(at time.Time, id string) connector.Row {
+		return connector.Row{Time: at, Outcome: "allow", Rule: "r", Tool: "t", ToolCallID: id, EnforcementStage: connector.StageAllowed,
+			Transport: connector.TransportGuardrailAPI, Mode: "enforce"}
+	}
+	var rows []connector.Row
+	for i := range 1203 {
+		rows = append(rows, row(cut.Add(-time.Duration(i+1)*time.Minute), "old"))
+	}
+	rows = append(rows, row(cut, "at-cut"), row(cut.Add(1500*time.Millisecond), "after-cut"), row(cut.Add(48*time.Hour), "recent"))
+	require.NoError(t, l.Record(ctx, rows))
+	n, err := l.Prune(ctx, cut)
+	require.NoError(t, err)
+	require.EqualValues(t, 1203, n)
+	got, err := l.Recent(ctx, 10)
+	require.NoError(t, err)
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.ToolCallID)
+	}
+	require.Equal(t, []string{"recent", "after-cut", "at-cut"}, ids)
+}

@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import yaml  # PyYAML, a dependency of the LiteLLM proxy
+
 from .procs import LOOPBACK, ManagedProcess, base_env, free_port, http_ok
 
 MODEL = "gpt-e2e"
 MASTER_KEY = "sk-e2e-master-0000"
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 PYTHON_ROOT = Path(__file__).resolve().parents[3]  # connector/python
+DEPLOY_LITELLM = PYTHON_ROOT.parents[1] / "deploy" / "litellm"  # the compose layout's proxy configs
 LITELLM = Path(sys.executable).parent / "litellm"
 START_TIMEOUT = 240.0  # the proxy imports for 20-60 s on a loaded 2-core machine
 
@@ -57,6 +60,20 @@ def generic_guardrail(
         "fail_on_error": True,
     }
     params.update(extra or {})
+    return {"guardrail_name": name, "litellm_params": params}
+
+
+def deployed_guardrail(path: int, name: str, **overrides: Any) -> dict[str, Any]:
+    """The svc guardrail entry of docker-compose.yml's proxy config for `path` (deploy/litellm/path1.yaml or
+    path2.yaml), renamed, with overrides applied: the connector's address on loopback instead of the compose
+    service's, and default_on, since the tests scope guardrails per model."""
+    config = yaml.safe_load((DEPLOY_LITELLM / f"path{path}.yaml").read_text())
+    (entry,) = config["guardrails"]
+    params = dict(entry["litellm_params"])
+    for key in overrides:
+        if key not in params:
+            raise KeyError(f"deploy/litellm/path{path}.yaml has no litellm_params.{key} to override")
+    params.update(overrides)
     return {"guardrail_name": name, "litellm_params": params}
 
 

@@ -1,0 +1,58 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/ledger"
+)
+
+// TestPruneAuditKeepsWhatReconciliationReads: old mirror rows go, except
+// the newest 4096 regular rows (which the start-up reconciliation with the
+// JSONL file reads) and everything after them, and rows newer than the
+// cut-off.
+func TestPruneAuditKeepsWhatReconciliationReads(t *testing.T) {
+	ctx := context.Background()
+	db, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "svc.db"), ledger.DurabilityOS)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	cut := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	oldMS, newMS := cut.Add(-time.Hour).UnixMilli(), cut.Add(time.Hour).UnixMilli()
+	tx, err := db.SQL().Begin()
+	require.NoError(t, err)
+	insert := func(ts int64, body string) {
+		_, err := tx.Exec(`INSERT INTO audit (ts_ms, kind, body) VALUES (?, 'decision', ?)`, ts, body)
+		require.NoError(t, err)
+	}
+	// seq 1-5000 old regular rows, 5001-5010 old degraded rows, 5011-5020
+	// new regular rows.
+	for i := range 5000 {
+		insert(oldMS, fmt.Sprintf(`{"n":%d}`, i))
+	}
+	for i := range 10 {
+		insert(oldMS, fmt.Sprintf(`{"n":%d,"degraded":true}`, i))
+	}
+	for i := range 10 {
+		insert(newMS, fmt.Sprintf(`{"n":%d}`, 5000+i))
+	}
+	require.NoError(t, tx.Commit())
+
+	n, err := db.Prune(ctx, cut, ledger.PruneAudit)
+	require.NoError(t, err)
+	// The newest 4096 regular rows are seq 915-5000 and 5011-5020: seq
+	// 1-914 go.
+	assert.EqualValues(t, 914, n)
+	var lo, hi, count int64
+	require.NoError(t, db.SQL().QueryRow(`SELECT min(seq), max(seq), count(*) FROM audit`).Scan(&lo, &hi, &count))
+	assert.Equal(t, []int64{915, 5020, 5020 - 914}, []int64{lo, hi, count})
+
+	n, err = db.Prune(ctx, cut.Add(24*time.Hour), ledger.PruneAudit)
+	require.NoError(t, err)
+	assert.Zero(t, n, "what reconciliation reads stays, however old")
+}
