@@ -227,11 +227,16 @@ func TestBackupUnderLoadRestoresIntoAFreshEngine(t *testing.T) {
 	approved, _ := raiseHold(t, p, nil)
 	require.Equal(t, 200, resolve(t, p, "tok-bob", approved, map[string]any{"decision": "approve"}).Status)
 	pending, _ := raiseHold(t, p, map[string]any{"params.where": "id > 7"})
-	spent := map[string]any{"agent.session_id": "spent", "action.verb": "delete", "magnitude.count": 15}
+	// Each session has an agent and principal of its own, so that only the
+	// session budgets are in play (pack v2 counts per agent and principal too).
+	spent := map[string]any{"agent.session_id": "spent", "agent.id": "spent", "agent.on_behalf_of": "human:spent",
+		"action.verb": "delete", "magnitude.count": 15}
 	require.Equal(t, "allow", p.decide(t, envelope(spent)).str("decision"))
 
 	l := startLoad(t, p, 2, func(w, i int) map[string]any {
-		return map[string]any{"agent.session_id": fmt.Sprintf("load-%d-%d", w, i), "action.verb": "delete", "magnitude.count": 1}
+		s := fmt.Sprintf("load-%d-%d", w, i)
+		return map[string]any{"agent.session_id": s, "agent.id": s, "agent.on_behalf_of": "human:" + s,
+			"action.verb": "delete", "magnitude.count": 1}
 	})
 	l.await(t, 5)
 	backup := filepath.Join(t.TempDir(), "backup.db")
@@ -285,7 +290,8 @@ func TestBackupUnderLoadRestoresIntoAFreshEngine(t *testing.T) {
 	require.NoError(t, rows.Err())
 	assert.Equal(t, charges-1, len(loadSessions), "every charge but spent's is one load session's")
 	for s := range loadSessions {
-		over := q.decide(t, envelope(map[string]any{"agent.session_id": s, "action.verb": "delete", "magnitude.count": 20}))
+		over := q.decide(t, envelope(map[string]any{"agent.session_id": s, "agent.id": s, "agent.on_behalf_of": "human:" + s,
+			"action.verb": "delete", "magnitude.count": 20}))
 		assert.Equal(t, "require_approval", over.str("decision"), "session %s: its charge was restored", s)
 		break
 	}

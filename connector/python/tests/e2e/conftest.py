@@ -17,7 +17,7 @@ import pytest
 
 from svc_e2e.cases import ask
 from svc_e2e.connector import CONNECTOR_TOKEN, Connector, DeadPort, start_connector
-from svc_e2e.engine import Engine, build_svc, pack_with_obligations, start_engine
+from svc_e2e.engine import Engine, build_svc, pack_with, start_engine
 from svc_e2e.proxy import Proxy, action_guardrail, deployed_guardrail, generic_guardrail, start_proxy
 from svc_e2e.topology import (HOLD_WAIT, KEYS, P1_ENGINE_DOWN_MODEL, P1_MODEL, P1_NOWAIT_MODEL,
                               P1_OBLIGATIONS_MODEL, P1_PRE_CALL_MODEL, P2_DOWN_MODEL, P2_MODEL, P2_NOWAIT_MODEL,
@@ -43,14 +43,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory, svc_bin: Path) -> Iterator[S
     model, dead = FakeModel().start(), DeadPort()
     started: list[Engine | Connector] = []
     try:
-        engine = start_engine(root / "engine", svc_bin)
+        # The stack's tests share the gateway's agent (gateway:<org>/<model>) and principal, whose delete budgets
+        # (pack v2) would carry one test's deletes into the next: raised here, so that each test meets the
+        # session budget it is about. The agent and principal budgets: cmd/policy_e2e_test.go.
+        engine = start_engine(root / "engine", svc_bin, policy_dir=pack_with(root / "pack", {
+            "agent_thresholds": {"deletes": 100000, "external_sends": 100000, "objects": 100000},
+            "principal_thresholds": {"deletes": 100000, "external_sends": 100000, "objects": 100000}}))
         started.append(engine)
         conns = []
         for name, wait, core in (("connector", HOLD_WAIT, engine.url), ("connector-nowait", 0, engine.url),
                                  ("connector-engine-down", HOLD_WAIT, dead.url)):
             conns.append(start_connector(root / name, svc_bin, core, wait))
             started.append(conns[-1])
-        pack = pack_with_obligations(root / "obligations-pack", "credential", ["notify", UNKNOWN_OBLIGATION])
+        pack = pack_with(root / "obligations-pack", {"sensitive": {"credential": {"obligations": ["notify", UNKNOWN_OBLIGATION]}}})
         obligations_engine = start_engine(root / "engine-obligations", svc_bin, policy_dir=pack)
         started.append(obligations_engine)
         conns.append(start_connector(root / "connector-obligations", svc_bin, obligations_engine.url, 0))

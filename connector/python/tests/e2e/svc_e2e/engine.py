@@ -136,12 +136,20 @@ class Engine:
         return [a for a in self.audit() if a.get("event") == "decision"]
 
 
-def pack_with_obligations(workdir: Path, table: str, obligations: list[str]) -> Path:
-    """A copy of the bundled pack whose sensitive-action table `table` carries obligations."""
+def pack_with(workdir: Path, edits: dict[str, Any]) -> Path:
+    """A copy of the bundled pack whose data.svc has edits merged in (objects merged member by member)."""
+
+    def merge(base: dict[str, Any], patch: dict[str, Any]) -> None:
+        for key, value in patch.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                merge(base[key], value)
+            else:
+                base[key] = value
+
     pack = workdir / "policy"
     shutil.copytree(REPO_ROOT / "rego" / "policy", pack)
     data = json.loads((pack / "data.json").read_text())
-    data["svc"]["sensitive"][table]["obligations"] = obligations
+    merge(data["svc"], edits)
     (pack / "data.json").write_text(json.dumps(data))
     return pack
 
