@@ -293,33 +293,19 @@ func (a *Audit) line(r engine.AuditRecord) (line, error) {
 	return line{kind: r.Kind, decisionID: decisionIDOf(r.Body, body), tsMS: a.db.Now().UnixMilli(), body: body}, nil
 }
 
-// marshalRecord is json.Marshal(record), byte for byte, but for a decision
-// record (engine.AuditedDecision) its policy input is appended as it is
-// rather than through json.Marshal, which would scan and copy it once more
-// (it compacts a json.RawMessage): the input is the engine's own
-// json.Marshal output (engine.PolicyInputOf), compact and escaped as
-// json.Marshal escapes, and often the larger half of the line.
-// TestMarshalRecord checks the bytes against json.Marshal's.
+// marshalRecord is json.Marshal(record), byte for byte; a decision record
+// (engine.AuditedDecision), one per decision, is written without
+// json.Marshal's reflection (AppendJSON). TestMarshalRecord checks the
+// bytes against json.Marshal's.
 func marshalRecord(record any) ([]byte, error) {
-	d, ok := record.(engine.AuditedDecision)
-	if !ok || len(d.PolicyInput) == 0 {
-		return json.Marshal(record)
+	if d, ok := record.(engine.AuditedDecision); ok {
+		return d.AppendJSON(make([]byte, 0, auditLineSize+len(d.PolicyInput))), nil
 	}
-	input := d.PolicyInput
-	d.PolicyInput = nil // PolicyInput is the last member, omitted when empty
-	body, err := json.Marshal(d)
-	if err != nil {
-		return nil, err
-	}
-	const member = `"policy_input":`
-	out := make([]byte, 0, len(body)+1+len(member)+len(input))
-	out = append(out, body[:len(body)-1]...) // without its closing brace
-	if len(body) > len("{}") {
-		out = append(out, ',')
-	}
-	out = append(append(append(out, member...), input...), '}')
-	return out, nil
+	return json.Marshal(record)
 }
+
+// auditLineSize is room for a decision record without its policy input.
+const auditLineSize = 768
 
 // decisionIDOf returns the decision_id of a record marshalled as line. The
 // engine's own record types are read directly, sparing the decision path a

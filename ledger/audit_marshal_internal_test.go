@@ -29,13 +29,21 @@ func TestMarshalRecord(t *testing.T) {
 		Usage: engine.Usage{Totals: engine.Totals{Deletes: 2}, Money: engine.Amounts{"EUR": 150}}}, true)
 	require.NoError(t, err)
 	ev := engine.DecisionEvent{TS: "2026-11-26T18:00:00.000Z", Event: engine.EventDecision, Verdict: engine.Deny,
-		RuleID: "svc.policy/r", Reason: "<why> & how", Verb: "delete", RawVerb: "Remove", SessionID: "sess-\u2028",
-		DecisionID: "d-1", EnvelopeHash: "sha256:00", Obligations: []string{"log_params"}}
+		RuleID: "svc.policy/r", Reason: "<why> & how", Verb: "delete", RawVerb: "Remove", Ability: "db/x",
+		Axes: env.Axes, MagnitudeCount: -3, SessionID: "sess-\u2028", AgentID: "a\"b", OnBehalfOf: "h\\",
+		Environment: "production", RawEnvironment: "PRD", Mode: "observe", DecisionLatencyMS: 12,
+		SvcVersion: "1.2.3", EpochMS: 1795000000000, DecisionID: "d-1", EnvelopeHash: "sha256:00",
+		HoldID: "h-1", HoldReused: true, ParentDecisionID: "d-0", Traceparent: "00-1", Gate: "g\x01",
+		Obligations: []string{"log_params", "notify\xff"}, ShadowVerdict: engine.Allow, ShadowRule: "s/r",
+		ShadowReason: "\u2029"}
+	bare := engine.DecisionEvent{TS: "t", Event: engine.EventDecision, Obligations: []string{}}
 	for name, record := range map[string]any{
 		"decision with its input":     engine.AuditedDecision{DecisionEvent: ev, PolicyDecision: engine.RequireApproval, PolicyRule: "svc.policy/r", PolicyInput: input},
 		"decision without an input":   engine.AuditedDecision{DecisionEvent: ev},
 		"input without policy fields": engine.AuditedDecision{DecisionEvent: ev, PolicyInput: input},
 		"empty decision":              engine.AuditedDecision{PolicyInput: input},
+		"bare decision":               engine.AuditedDecision{DecisionEvent: bare},
+		"bare decision, input":        engine.AuditedDecision{DecisionEvent: bare, PolicyInput: input},
 		"decision event":              ev,
 		"hold event":                  engine.HoldEvent{Event: engine.EventHoldResolution, HoldID: "h-1", DecisionID: "d-1"},
 		"map":                         map[string]any{"decision_id": "d-2", "x": "<y>"},
