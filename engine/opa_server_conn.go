@@ -160,7 +160,10 @@ func (t *syncTransport) exchange(ctx context.Context, c *syncConn, req *http.Req
 // that a byte of it arrived.
 func (t *syncTransport) send(c *syncConn, req *http.Request, body []byte) (resp *http.Response, answered bool, err error) {
 	out := req.Clone(req.Context())
-	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	out.Body, out.ContentLength = http.NoBody, 0 // a body of unknown length would be probed
+	if len(body) > 0 {
+		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	}
 	if err := out.Write(c.w); err != nil {
 		return nil, false, err
 	}

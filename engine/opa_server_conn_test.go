@@ -72,6 +72,14 @@ func TestSyncTransportKeepsOneConnection(t *testing.T) {
 		assert.Equal(t, http.StatusOK, status)
 		assert.Equal(t, "POST /echo "+strings.Repeat("x", i), body)
 	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://opa/health", nil)
+	require.NoError(t, err)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, "GET /health ", string(b))
 	assert.Equal(t, int64(1), conns.Load(), "one keep-alive connection for every exchange")
 }
 
