@@ -57,7 +57,7 @@ type AuditedDecision struct {
 	PolicyDecision string `json:"policy_decision,omitempty"`
 	PolicyRule     string `json:"policy_rule,omitempty"`
 	// PolicyInput is PolicyInputOf's output: compact JSON as json.Marshal
-	// writes it, which the audit log writes as it is (ledger).
+	// writes it, which AppendJSON writes as it is.
 	PolicyInput json.RawMessage `json:"policy_input,omitempty"`
 }
 
