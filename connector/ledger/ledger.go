@@ -294,7 +294,7 @@ func (l *Ledger) lead(own *batch) error {
 	group := l.queue[:n:n]
 	l.queue = append([]*batch(nil), l.queue[n:]...)
 	l.mu.Unlock()
-	err := l.commit(group)
+	err := l.safeCommit(group)
 	for _, b := range group {
 		if b != own {
 			b.done <- result{err: err}
@@ -316,6 +316,25 @@ func (l *Ledger) lead(own *batch) error {
 	l.busy = false
 	l.idle.Broadcast()
 	return err
+}
+
+// commitFault, when set (by tests only), runs at the start of each commit:
+// it injects a panic no real part produces on demand.
+var commitFault func()
+
+// safeCommit is commit with a panic turned into the group's error: the
+// requests of the group are refused, and the ledger passes the next commit
+// on rather than leave every later request waiting.
+func (l *Ledger) safeCommit(group []*batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("record gateway ledger rows: fault: %v", r)
+		}
+	}()
+	if commitFault != nil {
+		commitFault()
+	}
+	return l.commit(group)
 }
 
 // commit writes the rows of a group in one transaction: on SQLite through

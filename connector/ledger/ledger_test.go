@@ -253,3 +253,29 @@ func TestRefusedRowLeavesTheLedgerUsable(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// TestPanicInACommitRefusesItsGroupOnly: a commit that panics fails the
+// requests of its group (each refused, fail closed), and the next
+// request's rows commit: no request is left waiting on the ledger.
+func TestPanicInACommitRefusesItsGroupOnly(t *testing.T) {
+	ctx := context.Background()
+	l, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "gw.db"), true)
+	require.NoError(t, err)
+	defer l.Close()
+	ledger.SetCommitFault(func() { panic("injected") })
+	err = l.Record(ctx, []connector.Row{benchRow("lost")})
+	ledger.SetCommitFault(nil)
+	require.ErrorContains(t, err, "injected")
+	done := make(chan error, 1)
+	go func() { done <- l.Record(ctx, []connector.Row{benchRow("next")}) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request after a panicking commit waits on the ledger")
+	}
+	got, err := l.Recent(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "next", got[0].ToolCallID)
+}
