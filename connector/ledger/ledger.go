@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3" // the "sqlite3" driver; sqliteCommit uses its connection
 
 	"github.com/svc-dev/svc/connector"
 	"github.com/svc-dev/svc/database"
@@ -92,15 +92,15 @@ const insertRow = `INSERT INTO gateway_ledger (` + columns + `) VALUES (?,?,?,?,
 // sync serves many requests instead of queueing them one sync each, and
 // at one caller a row costs no hand-over to another goroutine.
 type Ledger struct {
-	db      *sql.DB
-	insert  *sql.Stmt // prepared once, not per commit
-	mu      sync.Mutex
-	queue   []*batch  // batches waiting for the next commit
-	busy    bool      // a commit is in progress, or its leader is being handed over
-	closed  bool      // Close was called: a later Record fails
-	idle    sync.Cond // signalled when busy turns false
-	closeMu sync.Once
-	sqlite  bool // commits go through the SQLite driver's connection (sqliteCommit)
+	db        *sql.DB
+	insert    *sql.Stmt // prepared once, not per commit
+	mu        sync.Mutex
+	queue     []*batch  // batches waiting for the next commit
+	busy      bool      // a commit is in progress, or its leader is being handed over
+	closed    bool      // Close was called: a later Record fails
+	idle      sync.Cond // signalled when busy turns false
+	closeOnce sync.Once
+	sqlite    bool // commits go through the SQLite driver's connection (sqliteCommit)
 	// prepared is the insert prepared on the SQLite connection conn; only
 	// the commit in progress uses it.
 	prepared struct {
@@ -243,7 +243,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // database. It is idempotent.
 func (l *Ledger) Close() error {
 	var err error
-	l.closeMu.Do(func() {
+	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true
 		for l.busy {
