@@ -223,11 +223,14 @@ func referenceDecode(raw []byte, v any, known bool) error {
 	err := decode(raw, v, known)
 	var e *Error
 	if errors.As(err, &e) && e.Reason == "unknown member" && !strings.Contains(e.Field, ".") {
+		found := ""
 		for _, m := range members {
-			if m == e.Field || strings.HasSuffix(m, "."+e.Field) {
-				e.Field = m
-				break
+			if found == "" && (m == e.Field || strings.HasSuffix(m, "."+e.Field)) {
+				found = m
 			}
+		}
+		if found != "" {
+			e.Field = found
 		}
 	}
 	return err
