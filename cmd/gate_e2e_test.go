@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,11 +144,16 @@ func (p *engineProc) decideGateWith(t *testing.T, cred, gate string, body any) r
 	return do(t, req)
 }
 
+// gateCacheWindow is TestGateCredentials' SVC_GATE_INTROSPECTION_CACHE_SECONDS:
+// long enough that two decisions sent back to back fall within one window
+// even on a loaded machine.
+const gateCacheWindow = 3 * time.Second
+
 func TestGateCredentials(t *testing.T) {
 	ca := newTestCA(t)
 	portal := newPortal(t, ca)
 	portal.set("cred-a", "gate-a")
-	p, env := gateEngine(t, portal.srv.URL+"/introspect", ca.file(t), "1", "2")
+	p, env := gateEngine(t, portal.srv.URL+"/introspect", ca.file(t), strconv.Itoa(int(gateCacheWindow/time.Second)), "2")
 
 	r := p.decideGate(t, "cred-a", "gate-a")
 	require.Equal(t, 200, r.Status, "%v", r.Body)
@@ -181,12 +187,18 @@ func TestGateCredentials(t *testing.T) {
 	assert.Equal(t, 401, hold.Status, "hold routes never accept portal credentials")
 
 	t.Run("cache hit within the window, revocation seen after it", func(t *testing.T) {
+		// Let what the decisions above cached expire, so that the first
+		// decision here asks the portal and starts a fresh window: on a
+		// loaded machine an older entry could expire between the two
+		// decisions below and turn the cached answer into a refusal.
+		time.Sleep(gateCacheWindow + 100*time.Millisecond)
 		before := portal.calls.Load()
 		require.Equal(t, 200, p.decideGate(t, "cred-a", "gate-a").Status)
+		require.Equal(t, int64(1), portal.calls.Load()-before, "the expired entry is asked again")
 		portal.set("cred-a", "")
 		require.Equal(t, 200, p.decideGate(t, "cred-a", "gate-a").Status, "cached positive answer")
-		assert.LessOrEqual(t, portal.calls.Load()-before, int64(1))
-		time.Sleep(1100 * time.Millisecond)
+		assert.Equal(t, int64(1), portal.calls.Load()-before, "answered from the cache")
+		time.Sleep(gateCacheWindow + 100*time.Millisecond)
 		assert.Equal(t, 401, p.decideGate(t, "cred-a", "gate-a").Status, "revocation seen after the window")
 	})
 

@@ -54,9 +54,11 @@ type DecisionEvent struct {
 // policy input document, with the budgets the decision saw.
 type AuditedDecision struct {
 	DecisionEvent
-	PolicyDecision string          `json:"policy_decision,omitempty"`
-	PolicyRule     string          `json:"policy_rule,omitempty"`
-	PolicyInput    json.RawMessage `json:"policy_input,omitempty"`
+	PolicyDecision string `json:"policy_decision,omitempty"`
+	PolicyRule     string `json:"policy_rule,omitempty"`
+	// PolicyInput is PolicyInputOf's output: compact JSON as json.Marshal
+	// writes it, which AppendJSON writes as it is.
+	PolicyInput json.RawMessage `json:"policy_input,omitempty"`
 }
 
 // Event types of the export feed and the audit log.

@@ -37,5 +37,9 @@ func PolicyInputOf(env *envelope.Envelope, c Cumulative, frozen bool) (json.RawM
 	if words == nil {
 		words = []string{} // an envelope not made by ParseEnvelope (tests build some)
 	}
-	return json.Marshal(PolicyInput{Envelope: &policyEnv, ActionWords: words, Cumulative: c, Frozen: frozen})
+	return appendPolicyInput(make([]byte, 0, policyInputSize),
+		PolicyInput{Envelope: &policyEnv, ActionWords: words, Cumulative: c, Frozen: frozen})
 }
+
+// policyInputSize is room for the policy input of a typical envelope.
+const policyInputSize = 1536

@@ -15,12 +15,25 @@ import (
 // returns the verdicts by position. An input whose decision is undefined
 // has no entry. It lives in its own package so a policy pack cannot collide
 // with it by accident.
+//
+// The bundled pack checks its data (budget limits, sensitive-action tables)
+// for every decision; those checks depend on data alone, yet OPA would run
+// them anew for each input of the batch. So the module evaluates the pack's
+// data_valid once for the batch and, when it is true, adds data_checked:
+// true to each input, which spares each decision its own check
+// (rego/policy/policy.rego). A pack without data_valid, or with invalid
+// data, gets each input as sent, and checks (or not) for itself.
 const opaBatchModule = `package svc_internal.batch
 
 decisions := {i: d |
+	checked := data_checked
 	some i, x in input.inputs
-	d := data.svc.policy.decision with input as x
+	d := data.svc.policy.decision with input as object.union(x, checked)
 }
+
+data_checked := {"data_checked": true} if {
+	data.svc.policy.data_valid == true
+} else := {}
 `
 
 // opaBatchPath is opaBatchModule's decisions as a path of OPA's REST data API.

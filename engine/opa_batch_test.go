@@ -17,11 +17,16 @@ import (
 )
 
 // TestServerBatchMatchesEval decides the whole parity table in one batch
-// query of the supervised server, in both packs: every verdict equals the
-// one `opa eval` gives for the same input alone.
+// query of the supervised server, in the bundled pack and in packs whose
+// data fails its checks: every verdict equals the one `opa eval` gives for
+// the same input alone. (A batch checks the pack's data once for all its
+// decisions, data.svc.policy.data_valid; a pack with broken data must still
+// deny each of them as a single query would.)
 func TestServerBatchMatchesEval(t *testing.T) {
 	opa := opaTestBin(t)
-	for name, dir := range map[string]string{"bundled": bundledPack(t), "broken thresholds": brokenThresholdsPack(t)} {
+	packs := map[string]string{"bundled": bundledPack(t), "broken thresholds": brokenThresholdsPack(t),
+		"broken tables": brokenTablesPack(t)}
+	for name, dir := range packs {
 		t.Run(name, func(t *testing.T) {
 			server := startOPAServer(t, opa, dir)
 			waitUp(t, server)

@@ -28,6 +28,21 @@ func brokenThresholdsPack(t *testing.T) string {
 	return dir
 }
 
+// brokenTablesPack is the bundled pack with one sensitive-action table
+// malformed (a misspelt list of fragments) and its thresholds valid: reads
+// are decided, every other action is denied (invalid_thresholds).
+func brokenTablesPack(t *testing.T) string {
+	t.Helper()
+	dir := bundledPack(t)
+	path := filepath.Join(dir, "data.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	broken := strings.Replace(string(data), `"fragments"`, `"fragment"`, 1)
+	require.NotEqual(t, string(data), broken)
+	require.NoError(t, os.WriteFile(path, []byte(broken), 0o600))
+	return dir
+}
+
 // policyRules are the rule identifiers policy.rego can return.
 func policyRules(t *testing.T) map[string]bool {
 	t.Helper()

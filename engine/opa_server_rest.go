@@ -59,7 +59,14 @@ func NewRESTEvaluator(baseURL string, timeout time.Duration) (*RESTEvaluator, er
 		return nil, errors.New("opa server address is not an http(s) URL") // not echoed: it may hold a password
 	}
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
-	return newRESTEvaluator(u, d.DialContext, timeout), nil
+	return newRESTEvaluator(u, &http.Transport{
+		DialContext:         d.DialContext,
+		MaxIdleConns:        opaIdleConns,
+		MaxIdleConnsPerHost: opaIdleConns,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: timeout,
+		DisableCompression:  true,
+	}, timeout), nil
 }
 
 // UseRootCAs makes the evaluator trust the authorities of roots (SVC_CA_FILE)
@@ -72,26 +79,17 @@ func (e *RESTEvaluator) UseRootCAs(roots *x509.CertPool) {
 }
 
 // newUnixRESTEvaluator queries an OPA server listening on the unix socket
-// sock.
+// sock, each exchange on the caller's goroutine (syncTransport).
 func newUnixRESTEvaluator(sock string, timeout time.Duration) *RESTEvaluator {
 	d := &net.Dialer{Timeout: timeout}
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+	dial := func(ctx context.Context) (net.Conn, error) {
 		return d.DialContext(ctx, "unix", sock)
 	}
-	return newRESTEvaluator(&url.URL{Scheme: "http", Host: "opa"}, dial, timeout)
+	return newRESTEvaluator(&url.URL{Scheme: "http", Host: "opa"},
+		newSyncTransport(dial, opaIdleConns, opaMaxOutput), timeout)
 }
 
-type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
-
-func newRESTEvaluator(base *url.URL, dial dialFunc, timeout time.Duration) *RESTEvaluator {
-	transport := &http.Transport{
-		DialContext:         dial,
-		MaxIdleConns:        opaIdleConns,
-		MaxIdleConnsPerHost: opaIdleConns,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: timeout,
-		DisableCompression:  true,
-	}
+func newRESTEvaluator(base *url.URL, transport http.RoundTripper, timeout time.Duration) *RESTEvaluator {
 	endpoint := *base
 	endpoint.Path = strings.TrimSuffix(base.Path, "/") + opaDecisionPath
 	endpoint.RawPath = ""

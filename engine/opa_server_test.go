@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +56,8 @@ func startExternalOPA(t *testing.T, dir string) (string, *exec.Cmd) {
 		_ = cmd.Wait()
 	})
 	url := "http://" + addr
-	probe := newRESTEvaluator(mustParseURL(t, url), (&net.Dialer{}).DialContext, time.Second)
+	probe, err := NewRESTEvaluator(url, time.Second)
+	require.NoError(t, err)
 	defer probe.Close()
 	require.Eventually(t, func() bool { return probe.healthy(context.Background(), time.Second) }, 20*time.Second, 10*time.Millisecond)
 	return url, cmd
@@ -372,11 +372,4 @@ func supervisorGoroutines() string {
 		}
 	}
 	return strings.Join(left, "\n\n")
-}
-
-func mustParseURL(t testing.TB, raw string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(raw)
-	require.NoError(t, err)
-	return u
 }

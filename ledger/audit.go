@@ -286,12 +286,26 @@ func (a *Audit) line(r engine.AuditRecord) (line, error) {
 	if r.Kind == "" {
 		return line{}, errors.New("empty kind")
 	}
-	body, err := json.Marshal(r.Body)
+	body, err := marshalRecord(r.Body)
 	if err != nil {
 		return line{}, fmt.Errorf("marshal %s record: %w", r.Kind, err)
 	}
 	return line{kind: r.Kind, decisionID: decisionIDOf(r.Body, body), tsMS: a.db.Now().UnixMilli(), body: body}, nil
 }
+
+// marshalRecord is json.Marshal(record), byte for byte; a decision record
+// (engine.AuditedDecision), one per decision, is written without
+// json.Marshal's reflection (AppendJSON). TestMarshalRecord checks the
+// bytes against json.Marshal's.
+func marshalRecord(record any) ([]byte, error) {
+	if d, ok := record.(engine.AuditedDecision); ok {
+		return d.AppendJSON(make([]byte, 0, auditLineSize+len(d.PolicyInput))), nil
+	}
+	return json.Marshal(record)
+}
+
+// auditLineSize is room for a decision record without its policy input.
+const auditLineSize = 768
 
 // decisionIDOf returns the decision_id of a record marshalled as line. The
 // engine's own record types are read directly, sparing the decision path a

@@ -18,6 +18,13 @@ limits_grammar := concat("", ["^\\[", counted, ",", counted, ",", counted, ",", 
 	money_limits := concat("", [`\{"currencies":\{(?:`, json_string, ":", whole_number, "(?:,", json_string, ":", whole_number, `)*)?\},"default":`, whole_number, `\}`])
 }
 
+# cumulative_grammar: the session's totals at the top level, its agent's and
+# its principal's in their members, and window_seconds.
+cumulative_grammar := concat("", [`^\{"agent":`, usage, ",", totals, `,"principal":`, usage, `(?:,"window_seconds":[0-9]+)?\}$`]) if {
+	totals := concat(whole_number, [`"deletes":`, `,"external_sends":`, concat("", [`,"money":\{(?:`, json_string, ":", whole_number, "(?:,", json_string, ":", whole_number, `)*)?\},"objects":`]), ""])
+	usage := concat("", [`\{`, totals, `\}`])
+}
+
 tables_grammar := concat("", ["^\\{(?:", json_string, ":", table, "(?:,", json_string, ":", table, ")*)?\\}$"]) if {
 	pair := `"(?:production|staging|dev)":"(?:allow|deny|require_approval)"`
 	table := concat("", [
@@ -42,6 +49,7 @@ termless_table := concat("", [
 
 test_grammars_are_their_composition if {
 	policy.limits_grammar == limits_grammar
+	policy.cumulative_grammar == cumulative_grammar
 	policy.tables_grammar == tables_grammar
 	policy.termless_table == termless_table
 }

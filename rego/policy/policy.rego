@@ -14,7 +14,12 @@
 #     skipped by OPA's rule index, unevaluated, when the input does not match;
 #   - verdicts are object literals and the budget checks plain comparisons:
 #     no function calls, no every/some loops on the way to a verdict;
-#   - the validity guards read each input field once into a local variable.
+#   - the validity guards read each input field once into a local variable,
+#     and check whole documents with one regular expression over their JSON
+#     text rather than a builtin call per value (each costs about as much);
+#   - the data checks run once per batch query of svc's supervised OPA
+#     (data_valid, input.data_checked), not once per decision;
+#   - a read, never sensitive, skips the sensitive-action tables entirely.
 # Keep to these when adding a rule (docs/policy.md).
 package svc.policy
 
@@ -41,8 +46,14 @@ externalities := canonical.externality
 # decision is the verdict of the rules not marked observe, with the
 # obligations it carries and, when an observed rule would have changed it,
 # the verdict the pack gives with every rule enforced (shadow).
-decision := object.union(v, {"obligations": obligations_of(v), "shadow": shadow_of(v)}) if {
-	v := verdict(observed)
+decision := {
+	"decision": v.decision,
+	"rule": v.rule,
+	"reason": v.reason,
+	"obligations": obligations,
+	"shadow": shadow,
+} if {
+	v := verdict
 }
 
 # observed are the rule ids marked observe in data.svc.observe (a list):
@@ -50,13 +61,21 @@ decision := object.union(v, {"obligations": obligations_of(v), "shadow": shadow_
 # (invalid_input, invalid_thresholds, frozen) cannot be observed.
 observed := {r | some r in data.svc.observe; is_string(r)}
 
-# shadow_of(v) is the verdict with every rule enforced, when observed rules
-# exist and it differs from v; else null.
-shadow_of(v) := s if {
+# shadow is the verdict with every rule enforced, when observed rules exist
+# and it differs from the verdict; else null.
+shadow := s if {
+	data.svc.observe != []
 	count(observed) > 0
-	s := verdict(set())
-	s != v
+	s := verdict with data.svc.observe as []
+	s != verdict
 } else := null
+
+# obligations are the obligations of the verdict: none for a read whose
+# verdict writes none (a read matches no sensitive-action table), at once.
+obligations := [] if {
+	input.envelope.action.verb == "read"
+	object.get(verdict, "obligations", []) == []
+} else := obligations_of(verdict)
 
 # obligations_of(v) are the obligations a verdict carries: its own, if a
 # rule wrote some, and those of every sensitive-action table the action
@@ -65,9 +84,11 @@ obligations_of(v) := [] if {
 	v.decision == "deny"
 } else := sort({o | some o in array.concat(object.get(v, "obligations", []), sensitive_obligations)})
 
-# verdict(skip) is the else-chain of the rules, the first that matches
-# wins, skipping the rules whose ids are in skip.
-verdict(skip) := {
+# verdict is the else-chain of the rules, the first that matches wins,
+# skipping the observed rules. Each branch tests the input first and its
+# observed flag last, so that a branch that does not match costs its first
+# failing test only.
+verdict := {
 	"decision": "deny",
 	"rule": "svc.policy/invalid_input",
 	"reason": "policy input is malformed or carries a non-canonical value",
@@ -78,7 +99,7 @@ verdict(skip) := {
 	"rule": "svc.policy/invalid_thresholds",
 	"reason": "budget thresholds or sensitive-action tables in data.svc are missing or invalid",
 } if {
-	not valid_thresholds
+	not thresholds_ok
 } else := {
 	"decision": "deny",
 	"rule": "svc.policy/frozen",
@@ -91,19 +112,19 @@ verdict(skip) := {
 	"rule": "svc.policy/irreversible_systemic_prod",
 	"reason": "irreversible action with systemic blast radius in production is denied",
 } if {
-	not skip["svc.policy/irreversible_systemic_prod"]
 	input.envelope.axes.reversibility == "irreversible"
 	input.envelope.axes.blast_radius == "systemic"
 	input.envelope.target.environment == "production"
+	not observed["svc.policy/irreversible_systemic_prod"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/irreversible_broad_prod",
 	"reason": "irreversible action with broad blast radius in production requires approval",
 } if {
-	not skip["svc.policy/irreversible_broad_prod"]
 	input.envelope.axes.reversibility == "irreversible"
 	input.envelope.axes.blast_radius == "broad"
 	input.envelope.target.environment == "production"
+	not observed["svc.policy/irreversible_broad_prod"]
 } else := {
 	# The sensitive-action tables are checked only where they are read (a
 	# read is never sensitive): checking them costs every decision about
@@ -113,13 +134,15 @@ verdict(skip) := {
 	"reason": "budget thresholds or sensitive-action tables in data.svc are missing or invalid",
 } if {
 	input.envelope.action.verb != "read"
-	not valid_sensitive
+	not sensitive_ok
 } else := v if {
 	# Sensitive actions: the strictest verdict, in the action's environment,
 	# of the tables in data.svc.sensitive the action matches (deny before
 	# require_approval, then by table name). An allow there lets the action
-	# on to the budgets (with the table's obligations).
-	v := sensitive_verdict(skip)
+	# on to the budgets (with the table's obligations). A read is never
+	# sensitive.
+	input.envelope.action.verb != "read"
+	v := sensitive_verdict
 } else := {
 	# The budgets, in the order deletes, external_sends, objects: the action
 	# is held by the first it would take past its limit. A budget is exceeded
@@ -130,32 +153,30 @@ verdict(skip) := {
 	"rule": "svc.policy/session_delete_budget",
 	"reason": sprintf("session delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/session_delete_budget"]
 	input.envelope.action.verb == "delete"
 	n := input.envelope.magnitude.count
 	n > 0
 	prior := input.cumulative.deletes
 	limit := data.svc.thresholds.deletes
 	prior + n > limit
+	not observed["svc.policy/session_delete_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/cumulative_budget",
 	"reason": sprintf("session external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/cumulative_budget"]
 	input.envelope.axes.externality == "outbound"
 	n := input.envelope.magnitude.count
 	n > 0
 	prior := input.cumulative.external_sends
 	limit := data.svc.thresholds.external_sends
 	prior + n > limit
+	not observed["svc.policy/cumulative_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/cumulative_budget",
 	"reason": sprintf("session object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/cumulative_budget"]
-
 	# Every action charges objects; this branch is on every allow's path,
 	# so its cheapest failing test, the comparison, comes first.
 	n := input.envelope.magnitude.count
@@ -163,6 +184,7 @@ verdict(skip) := {
 	limit := data.svc.thresholds.objects
 	prior + n > limit
 	n > 0
+	not observed["svc.policy/cumulative_budget"]
 } else := {
 	# The money budget (R5) of the session. An amount is never free: one
 	# without a known currency is held, a transaction without an amount is
@@ -173,39 +195,39 @@ verdict(skip) := {
 	"rule": "svc.policy/session_money_budget",
 	"reason": "a transaction without params.amount cannot be counted against the money budget: approval required",
 } if {
-	not skip["svc.policy/session_money_budget"]
 	input.envelope.action.verb == "transact"
 	not input.envelope.money
+	not observed["svc.policy/session_money_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/session_money_budget",
 	"reason": sprintf("amount %v without a known ISO 4217 currency (sent %q): approval required", [m.amount, m.raw_currency]),
 } if {
-	not skip["svc.policy/session_money_budget"]
 	m := input.envelope.money
 	m.currency == "XXX"
+	not observed["svc.policy/session_money_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/session_money_budget",
 	"reason": sprintf("session already moved money in %v: a first amount in %v requires approval", [concat(", ", sort(object.keys(spent))), m.currency]),
 } if {
-	not skip["svc.policy/session_money_budget"]
 	m := input.envelope.money
 	m.units > 0
 	spent := input.cumulative.money
 	count(spent) > 0
 	not spent[m.currency]
+	not observed["svc.policy/session_money_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/session_money_budget",
 	"reason": money_reason("session", prior, m, limit),
 } if {
-	not skip["svc.policy/session_money_budget"]
 	m := input.envelope.money
 	m.units > 0
 	prior := object.get(input.cumulative.money, m.currency, 0)
 	limit := money_limit("session", m.currency)
 	prior + m.units > limit * 10000
+	not observed["svc.policy/session_money_budget"]
 } else := {
 	# The same budgets per agent and per principal (agent.on_behalf_of),
 	# so that a fresh session id resets nothing.
@@ -213,53 +235,52 @@ verdict(skip) := {
 	"rule": "svc.policy/agent_delete_budget",
 	"reason": sprintf("agent delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/agent_delete_budget"]
 	input.envelope.action.verb == "delete"
 	n := input.envelope.magnitude.count
 	n > 0
 	prior := input.cumulative.agent.deletes
 	limit := data.svc.agent_thresholds.deletes
 	prior + n > limit
+	not observed["svc.policy/agent_delete_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/agent_cumulative_budget",
 	"reason": sprintf("agent external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/agent_cumulative_budget"]
 	input.envelope.axes.externality == "outbound"
 	n := input.envelope.magnitude.count
 	n > 0
 	prior := input.cumulative.agent.external_sends
 	limit := data.svc.agent_thresholds.external_sends
 	prior + n > limit
+	not observed["svc.policy/agent_cumulative_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/agent_cumulative_budget",
 	"reason": sprintf("agent object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/agent_cumulative_budget"]
 	n := input.envelope.magnitude.count
 	prior := input.cumulative.agent.objects
 	limit := data.svc.agent_thresholds.objects
 	prior + n > limit
 	n > 0
+	not observed["svc.policy/agent_cumulative_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/agent_money_budget",
 	"reason": money_reason("agent", prior, m, limit),
 } if {
-	not skip["svc.policy/agent_money_budget"]
 	m := input.envelope.money
 	m.units > 0
 	prior := object.get(input.cumulative.agent.money, m.currency, 0)
 	limit := money_limit("agent", m.currency)
 	prior + m.units > limit * 10000
+	not observed["svc.policy/agent_money_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/principal_delete_budget",
 	"reason": sprintf("principal delete budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/principal_delete_budget"]
 	input.envelope.action.verb == "delete"
 	input.envelope.agent.on_behalf_of != ""
 	n := input.envelope.magnitude.count
@@ -267,12 +288,12 @@ verdict(skip) := {
 	prior := input.cumulative.principal.deletes
 	limit := data.svc.principal_thresholds.deletes
 	prior + n > limit
+	not observed["svc.policy/principal_delete_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/principal_cumulative_budget",
 	"reason": sprintf("principal external send budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/principal_cumulative_budget"]
 	input.envelope.axes.externality == "outbound"
 	input.envelope.agent.on_behalf_of != ""
 	n := input.envelope.magnitude.count
@@ -280,38 +301,39 @@ verdict(skip) := {
 	prior := input.cumulative.principal.external_sends
 	limit := data.svc.principal_thresholds.external_sends
 	prior + n > limit
+	not observed["svc.policy/principal_cumulative_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/principal_cumulative_budget",
 	"reason": sprintf("principal object budget exceeded: %v prior + %v requested > limit %v", [prior, n, limit]),
 } if {
-	not skip["svc.policy/principal_cumulative_budget"]
 	n := input.envelope.magnitude.count
 	prior := input.cumulative.principal.objects
 	limit := data.svc.principal_thresholds.objects
 	prior + n > limit
 	n > 0
 	input.envelope.agent.on_behalf_of != ""
+	not observed["svc.policy/principal_cumulative_budget"]
 } else := {
 	"decision": "require_approval",
 	"rule": "svc.policy/principal_money_budget",
 	"reason": money_reason("principal", prior, m, limit),
 } if {
-	not skip["svc.policy/principal_money_budget"]
 	m := input.envelope.money
 	m.units > 0
 	input.envelope.agent.on_behalf_of != ""
 	prior := object.get(input.cumulative.principal.money, m.currency, 0)
 	limit := money_limit("principal", m.currency)
 	prior + m.units > limit * 10000
+	not observed["svc.policy/principal_money_budget"]
 } else := {
 	"decision": "allow",
 	"rule": "svc.policy/read_only_internal",
 	"reason": "internal read-only action",
 } if {
-	not skip["svc.policy/read_only_internal"]
 	input.envelope.action.verb == "read"
 	input.envelope.axes.externality == "internal"
+	not observed["svc.policy/read_only_internal"]
 } else := {
 	"decision": "allow",
 	"rule": "svc.policy/default_allow",
@@ -319,55 +341,38 @@ verdict(skip) := {
 }
 
 # valid_input holds when frozen is a boolean, every enumerated field holds
-# one of its canonical values, and magnitude.count and the cumulative totals
-# are non-negative integers (a number, at least 0, equal to its rounding).
+# one of its canonical values, action_words is an array, magnitude.count is
+# a non-negative integer and the cumulative document is well formed
+# (cumulative_grammar), and the envelope's money is. It runs for every
+# decision, so each test is one expression: set membership against a
+# literal, and one regular expression over the cumulative document's JSON
+# text rather than a Rego test per total (each builtin call costs OPA about
+# as much as the whole match).
 valid_input if {
 	is_boolean(input.frozen)
-	k := canonical
 	e := input.envelope
-	k.verb[e.action.verb]
-	k.environment[e.target.environment]
+	e.action.verb in {"read", "create", "update", "delete", "execute", "transact", "emit"}
+	e.target.environment in {"production", "staging", "dev"}
 	a := e.axes
-	k.reversibility[a.reversibility]
-	k.blast_radius[a.blast_radius]
-	k.externality[a.externality]
-	n := e.magnitude.count
-	c := input.cumulative
-	d := c.deletes
-	s := c.external_sends
-	o := c.objects
-	is_number(n)
-	is_number(d)
-	is_number(s)
-	is_number(o)
-	n >= 0
-	d >= 0
-	s >= 0
-	o >= 0
-	n == round(n)
-	d == round(d)
-	s == round(s)
-	o == round(o)
+	a.reversibility in {"reversible", "recoverable", "irreversible"}
+	a.blast_radius in {"single", "scoped", "broad", "systemic"}
+	a.externality in {"internal", "outbound", "physical"}
 	is_array(input.action_words)
-	valid_usage(c)
-	valid_usage(c.agent)
-	valid_usage(c.principal)
+	n := e.magnitude.count
+	n >= 0
+	is_number(n)
+	n == round(n)
+	regex.match(cumulative_grammar, json.marshal(input.cumulative))
 	valid_money
 }
 
-# valid_usage holds when the spending of a budget subject (cumulative, or
-# cumulative.agent or cumulative.principal) has non-negative integer totals
-# and money (an object of currency to units).
-valid_usage(u) if {
-	count_ok(u.deletes)
-	count_ok(u.external_sends)
-	count_ok(u.objects)
-	is_object(u.money)
-	every cur, units in u.money {
-		is_string(cur)
-		count_ok(units)
-	}
-}
+# cumulative_grammar is the grammar of the cumulative document's JSON text
+# (OPA writes members sorted, without spaces): the totals of the session at
+# the top level and of its agent and principal, each {"deletes": n,
+# "external_sends": n, "money": {currency: n, ...}, "objects": n}, and
+# window_seconds, n a non-negative whole number (20, 20.0, 2e1). No other
+# member is allowed. A literal, composed from its parts in grammar_test.rego.
+cumulative_grammar := `^\{"agent":\{"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"money":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\},"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"money":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"principal":\{"deletes":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"external_sends":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?,"money":\{(?:"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?(?:,"(?:[^"\\]|\\.)*":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?)*)?\},"objects":[0-9]+(?:\.0+)?(?:[eE]\+?[0-9]+)?\}(?:,"window_seconds":[0-9]+)?\}$`
 
 # valid_money holds when the envelope moves no money, or its amount is a
 # non-negative integer count of units (1/10 000) in a currency code.
@@ -388,6 +393,33 @@ count_ok(x) if {
 	is_number(x)
 	x >= 0
 	x == round(x)
+}
+
+# data_valid tells whether the pack's data passes its checks: the budget
+# limits (valid_thresholds) and the sensitive-action tables
+# (valid_sensitive). They depend on data alone, yet OPA evaluates them anew
+# for every query; svc's batch query (engine/opa_batch.go) evaluates
+# data_valid once for a whole batch of decisions and, when it is true,
+# tells each decision of the batch so with input.data_checked, sparing each
+# its own check. svc sends no such member itself: a query without it (eval
+# mode, an external OPA, replay, a single decision) checks the data.
+data_valid if {
+	valid_thresholds
+	valid_sensitive
+} else := false
+
+# thresholds_ok and sensitive_ok hold when the batch query found the data
+# valid, else when their own check passes.
+thresholds_ok if {
+	input.data_checked == true
+} else if {
+	valid_thresholds
+}
+
+sensitive_ok if {
+	input.data_checked == true
+} else if {
+	valid_sensitive
 }
 
 # valid_thresholds holds when each budget limit is a non-negative whole
@@ -516,7 +548,7 @@ sensitive_rank := {"deny": 0, "require_approval": 1}
 
 # sensitive_verdict(skip) is the strictest verdict of the matched tables
 # whose rule is not skipped, when it is not allow.
-sensitive_verdict(skip) := {
+sensitive_verdict := {
 	"decision": d,
 	"rule": rule,
 	"reason": sprintf("sensitive action (%s: %s) in %s: %s", [t.description, concat(", ", matched_terms(t)), env, d]),
@@ -524,7 +556,7 @@ sensitive_verdict(skip) := {
 	env := input.envelope.target.environment
 	ranked := sort([[rank, name] |
 		some name, t in sensitive_matches
-		not skip[concat("", ["svc.policy/sensitive_", name])]
+		not observed[concat("", ["svc.policy/sensitive_", name])]
 		rank := sensitive_rank[object.get(t.verdicts, env, "require_approval")]
 	])
 	count(ranked) > 0

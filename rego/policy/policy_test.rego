@@ -435,3 +435,24 @@ well_formed(d) if {
 	is_array(d.obligations)
 	d.shadow == null
 }
+
+# --- the batch query's data check (engine/opa_batch.go) ---
+
+test_data_valid_is_the_data_checks if {
+	policy.data_valid == true
+	policy.data_valid == false with data.svc.thresholds as {"deletes": 20, "objects": 200}
+	policy.data_valid == false with data.svc.money.agent as {"default": -1, "currencies": {}}
+	policy.data_valid == false with data.svc.sensitive as {"x": {"description": "x", "words": ["a"], "fragment": ["admin"], "verdicts": {}}}
+}
+
+test_data_checked_spares_the_data_checks if {
+	misspelt := {"deletes": 20, "external_sends": 50, "objects": 200, "object": 10}
+	d := decide({}) with data.svc.thresholds as misspelt
+	d.rule == "svc.policy/invalid_thresholds"
+
+	# The batch query adds data_checked only after data_valid held for the
+	# same data; a decision told so does not check again.
+	c := decide({"data_checked": true}) with data.svc.thresholds as misspelt
+	c.rule == "svc.policy/default_allow"
+	decide({"data_checked": false}) == d with data.svc.thresholds as misspelt
+}
