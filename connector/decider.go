@@ -187,10 +187,7 @@ var (
 // member spelled otherwise than the ones read, so that a "Decision" beside
 // a "decision" cannot change what the connector sees.
 func decodeAnswer(raw []byte, v any, members []string) error {
-	if err := strictjson.CheckSpelling(raw, members...); err != nil {
-		return err
-	}
-	return strictjson.Decode(raw, v, false)
+	return strictjson.DecodeSpelled(raw, v, members...)
 }
 
 func (d *HTTPDecider) do(ctx context.Context, method string, u *url.URL, body []byte) (int, []byte, error) {

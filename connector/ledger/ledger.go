@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3" // the "sqlite3" driver; sqliteCommit uses its connection
 
 	"github.com/svc-dev/svc/connector"
 	"github.com/svc-dev/svc/database"
@@ -84,22 +85,47 @@ const columns = `ts, decision_id, outcome, verdict, rule, reason, envelope_hash,
 const insertRow = `INSERT INTO gateway_ledger (` + columns + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
 
 // Ledger is the gateway ledger database. Rows of concurrent requests are
-// committed together (group commit): one writer takes every batch queued
-// while the previous commit was syncing, so that under load a sync serves
-// many requests instead of queueing them one sync each.
+// committed together (group commit): the request that finds no commit in
+// progress commits, in its own goroutine, every batch queued by then; the
+// requests that arrive meanwhile queue, and the first of them commits the
+// next group once the commit in progress is done, so that under load a
+// sync serves many requests instead of queueing them one sync each, and
+// at one caller a row costs no hand-over to another goroutine.
 type Ledger struct {
-	db      *sql.DB
-	insert  *sql.Stmt // prepared once, not per commit
-	queue   chan *batch
-	closing chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	db        *sql.DB
+	insert    *sql.Stmt // prepared once, not per commit
+	mu        sync.Mutex
+	queue     []*batch  // batches waiting for the next commit
+	busy      bool      // a commit is in progress, or its leader is being handed over
+	closed    bool      // Close was called: a later Record fails
+	idle      sync.Cond // signalled when busy turns false
+	closeOnce sync.Once
+	sqlite    bool // commits go through the SQLite driver's connection (sqliteCommit)
+	// prepared is the insert prepared on the SQLite connection conn; only
+	// the commit in progress uses it.
+	prepared struct {
+		conn *sqlite3.SQLiteConn
+		stmt execStmt
+	}
+}
+
+// execStmt is a driver statement that executes with a context.
+type execStmt interface {
+	driver.Stmt
+	driver.StmtExecContext
 }
 
 // batch is the rows of one request and where its commit's result goes.
 type batch struct {
 	rows []connector.Row
-	err  chan error
+	done chan result
+}
+
+// result ends a queued batch's wait: its commit's error, or lead when the
+// batch's own request is to commit the next group.
+type result struct {
+	err  error
+	lead bool
 }
 
 // maxGroup bounds the requests committed in one transaction.
@@ -139,7 +165,12 @@ func Open(ctx context.Context, path string, synced bool) (*Ledger, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open gateway ledger %s: %w", path, err)
 	}
-	return start(ctx, db, path)
+	l, err := start(ctx, db, path)
+	if err != nil {
+		return nil, err
+	}
+	l.sqlite = true
+	return l, nil
 }
 
 // OpenPostgres opens the ledger in the PostgreSQL database at url
@@ -170,9 +201,8 @@ func start(ctx context.Context, db *sql.DB, where string) (*Ledger, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open gateway ledger %s: %w", where, err)
 	}
-	l := &Ledger{db: db, insert: insert, queue: make(chan *batch, maxGroup), closing: make(chan struct{}),
-		done: make(chan struct{})}
-	go l.write()
+	l := &Ledger{db: db, insert: insert}
+	l.idle.L = &l.mu
 	return l, nil
 }
 
@@ -208,13 +238,24 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// Close stops the writer once its commit in progress is done (a Record
-// still queued fails, so its request is refused) and closes the database.
-// It is idempotent.
+// Close waits for the commit in progress (a Record still queued then
+// fails, so its request is refused; so does a later one) and closes the
+// database. It is idempotent.
 func (l *Ledger) Close() error {
-	l.once.Do(func() { close(l.closing) })
-	<-l.done
-	return errors.Join(l.insert.Close(), l.db.Close())
+	var err error
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		for l.busy {
+			l.idle.Wait()
+		}
+		l.mu.Unlock()
+		if l.prepared.stmt != nil {
+			err = l.prepared.stmt.Close()
+		}
+		err = errors.Join(err, l.insert.Close(), l.db.Close())
+	})
+	return err
 }
 
 // errClosed answers a Record after Close.
@@ -223,88 +264,207 @@ var errClosed = errors.New("gateway ledger is closed")
 // Record writes the rows of one request, returning once they are
 // committed (with another request's, perhaps) or failed.
 func (l *Ledger) Record(ctx context.Context, rows []connector.Row) error {
-	b := &batch{rows: rows, err: make(chan error, 1)}
-	select {
-	case l.queue <- b:
-	case <-l.closing:
-		return errClosed
-	case <-ctx.Done():
-		return fmt.Errorf("record gateway ledger rows: %w", ctx.Err())
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("record gateway ledger rows: %w", err)
 	}
-	select {
-	case err := <-b.err:
+	b := &batch{rows: rows, done: make(chan result, 1)}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return errClosed
+	}
+	l.queue = append(l.queue, b)
+	lead := !l.busy
+	l.busy = true
+	l.mu.Unlock()
+	if !lead {
+		if r := <-b.done; !r.lead {
+			return r.err
+		}
+	}
+	return l.lead(b)
+}
+
+// lead commits the queued batches, own first among them, as one group;
+// answers the others; and hands the next commit to the first batch queued
+// meanwhile, or, if the ledger is closing, refuses those.
+func (l *Ledger) lead(own *batch) error {
+	l.mu.Lock()
+	n := min(len(l.queue), maxGroup)
+	group := l.queue[:n:n]
+	l.queue = append([]*batch(nil), l.queue[n:]...)
+	l.mu.Unlock()
+	err := l.safeCommit(group)
+	for _, b := range group {
+		if b != own {
+			b.done <- result{err: err}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case len(l.queue) == 0:
+	case l.closed:
+		for _, b := range l.queue {
+			b.done <- result{err: errClosed}
+		}
+		l.queue = nil
+	default:
+		l.queue[0].done <- result{lead: true}
 		return err
-	case <-l.done:
-		return errClosed
 	}
+	l.busy = false
+	l.idle.Broadcast()
+	return err
 }
 
-// write commits the queued batches, as many as are waiting at once.
-func (l *Ledger) write() {
-	defer close(l.done)
-	for {
-		var group []*batch
-		select {
-		case b := <-l.queue:
-			group = append(group, b)
-		case <-l.closing:
-			return
+// commitFault, when set (by tests only), runs at the start of each commit:
+// it injects a panic no real part produces on demand.
+var commitFault func()
+
+// safeCommit is commit with a panic turned into the group's error: the
+// requests of the group are refused, and the ledger passes the next commit
+// on rather than leave every later request waiting.
+func (l *Ledger) safeCommit(group []*batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("record gateway ledger rows: fault: %v", r)
 		}
-	more:
-		for len(group) < maxGroup {
-			select {
-			case b := <-l.queue:
-				group = append(group, b)
-			default:
-				break more
-			}
-		}
-		err := l.commit(group)
-		for _, b := range group {
-			b.err <- err
-		}
+	}()
+	if commitFault != nil {
+		commitFault()
 	}
+	return l.commit(group)
 }
 
-// commit writes the rows of a group in one transaction.
+// commit writes the rows of a group in one transaction: on SQLite through
+// the driver's connection itself (sqliteCommit), else through a
+// database/sql transaction.
 func (l *Ledger) commit(group []*batch) error {
-	ctx := context.Background() // a caller that leaves does not undo the rows of the others
-	tx, err := l.db.BeginTx(ctx, nil)
+	rows := rowsOf(group)
+	args := make([][]driver.Value, len(rows))
+	for i, r := range rows {
+		var err error
+		if args[i], err = rowArgs(r); err != nil {
+			return fmt.Errorf("record gateway ledger rows: %w", err)
+		}
+	}
+	var err error
+	if l.sqlite {
+		err = l.sqliteCommit(args)
+	} else {
+		err = l.txCommit(args)
+	}
 	if err != nil {
 		return fmt.Errorf("record gateway ledger rows: %w", err)
 	}
+	return nil
+}
+
+// txCommit inserts the rows of args in one database/sql transaction.
+func (l *Ledger) txCommit(args [][]driver.Value) error {
+	ctx := context.Background() // a caller that leaves does not undo the rows of the others
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
 	defer func() { _ = tx.Rollback() }()
 	stmt := tx.StmtContext(ctx, l.insert)
-	for _, r := range rowsOf(group) {
-		var hd *string
-		if r.HoldDecision != nil {
-			raw, err := json.Marshal(r.HoldDecision)
+	for _, a := range args {
+		vals := make([]any, len(a))
+		for i, v := range a {
+			vals[i] = v
+		}
+		if _, err := stmt.ExecContext(ctx, vals...); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// sqliteCommit inserts the rows of args in one SQLite transaction on the
+// driver's connection, with the insert prepared once per connection. It
+// does what txCommit does without database/sql's transaction, which
+// starts a goroutine to watch its context on every commit.
+func (l *Ledger) sqliteCommit(args [][]driver.Value) error {
+	ctx := context.Background()
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*sqlite3.SQLiteConn)
+		if !ok {
+			return fmt.Errorf("gateway ledger: driver connection is a %T, not SQLite's", dc)
+		}
+		if l.prepared.conn != c {
+			prepared, err := c.Prepare(insertRow)
 			if err != nil {
-				return fmt.Errorf("record gateway ledger rows: %w", err)
+				return err
 			}
-			s := string(raw)
-			hd = &s
+			stmt, ok := prepared.(execStmt)
+			if !ok {
+				_ = prepared.Close()
+				return fmt.Errorf("gateway ledger: SQLite statement is a %T, without ExecContext", prepared)
+			}
+			if l.prepared.stmt != nil {
+				_ = l.prepared.stmt.Close()
+			}
+			l.prepared.conn, l.prepared.stmt = c, stmt
 		}
-		obligations, err := json.Marshal(append([]string{}, r.Obligations...))
+		if _, err := c.Exec("BEGIN IMMEDIATE", nil); err != nil {
+			return err
+		}
+		for _, a := range args {
+			named := make([]driver.NamedValue, len(a))
+			for i, v := range a {
+				named[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+			}
+			// A context without Done: the driver runs the insert in this goroutine.
+			if _, err := l.prepared.stmt.ExecContext(ctx, named); err != nil {
+				_, _ = c.Exec("ROLLBACK", nil)
+				return err
+			}
+		}
+		if _, err := c.Exec("COMMIT", nil); err != nil {
+			_, _ = c.Exec("ROLLBACK", nil)
+			return err
+		}
+		return nil
+	})
+}
+
+// rowArgs are the values of r's columns, in the order of columns.
+func rowArgs(r connector.Row) ([]driver.Value, error) {
+	var hd driver.Value
+	if r.HoldDecision != nil {
+		raw, err := json.Marshal(r.HoldDecision)
 		if err != nil {
-			return fmt.Errorf("record gateway ledger rows: %w", err)
+			return nil, err
 		}
-		var params *string
-		if r.Params != nil {
-			s := string(r.Params)
-			params = &s
-		}
-		if _, err := stmt.ExecContext(ctx, r.Time.UTC().Format(time.RFC3339Nano), r.DecisionID, r.Outcome, r.Verdict, r.Rule,
-			r.Reason, r.EnvelopeHash, r.Org, r.Session, r.Tool, r.ToolCallID, r.EnforcementStage, r.ReleasedAfterApproval,
-			r.HoldID, hd, r.Transport, r.APIBaseHost, r.DeploymentID, r.Provider, r.Mode, r.Enforced, r.Model,
-			r.ClassifiedBy, r.GatewayCallID, r.KeyAlias, string(obligations), params); err != nil {
-			return fmt.Errorf("record gateway ledger rows: %w", err)
-		}
+		hd = string(raw)
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("record gateway ledger rows: %w", err)
+	obligations, err := json.Marshal(append([]string{}, r.Obligations...))
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	var params driver.Value
+	if r.Params != nil {
+		params = string(r.Params)
+	}
+	return []driver.Value{r.Time.UTC().Format(time.RFC3339Nano), str(r.DecisionID), r.Outcome, str(r.Verdict), r.Rule,
+		r.Reason, str(r.EnvelopeHash), str(r.Org), str(r.Session), r.Tool, r.ToolCallID, r.EnforcementStage, r.ReleasedAfterApproval,
+		str(r.HoldID), hd, r.Transport, str(r.APIBaseHost), str(r.DeploymentID), str(r.Provider), r.Mode, r.Enforced, r.Model,
+		r.ClassifiedBy, r.GatewayCallID, str(r.KeyAlias), string(obligations), params}, nil
+}
+
+// str is the value of a nullable text column.
+func str(s *string) driver.Value {
+	if s == nil {
+		return nil
+	}
+	return *s
 }
 
 func rowsOf(group []*batch) []connector.Row {

@@ -3,11 +3,15 @@ package ledger_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/connector"
@@ -130,4 +134,148 @@ func TestPruneDeletesExactlyTheOldRows(t *testing.T) {
 		ids = append(ids, r.ToolCallID)
 	}
 	require.Equal(t, []string{"recent", "after-cut", "at-cut"}, ids)
+}
+
+// TestConcurrentRecordsAreAllCommitted: requests recording at once are
+// committed in groups, each led by one of them; every Record returns only
+// once its rows are in, and none is lost or written twice.
+func TestConcurrentRecordsAreAllCommitted(t *testing.T) {
+	ctx := context.Background()
+	for name, open := range openers(t) {
+		l, err := open()
+		require.NoError(t, err, name)
+		const callers, each = 16, 8
+		var wg sync.WaitGroup
+		for c := range callers {
+			wg.Go(func() {
+				for i := range each {
+					id := fmt.Sprintf("c%d-%d", c, i)
+					if !assert.NoError(t, l.Record(ctx, []connector.Row{benchRow(id)}), name) {
+						return
+					}
+					got, err := l.Recent(ctx, callers*each)
+					if assert.NoError(t, err, name) {
+						assert.True(t, slices.ContainsFunc(got, func(r connector.Row) bool { return r.ToolCallID == id }),
+							"%s: %s answered before it was committed", name, id)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		got, err := l.Recent(ctx, 10000)
+		require.NoError(t, err, name)
+		ids := map[string]int{}
+		for _, r := range got {
+			ids[r.ToolCallID]++
+		}
+		require.Len(t, ids, callers*each, name)
+		require.Len(t, got, callers*each, name)
+		require.NoError(t, l.Close())
+	}
+}
+
+// TestCloseWhileRecording: Close waits for the commit in progress; a
+// Record then either committed its rows or failed (its request refused),
+// and every Record after Close fails.
+func TestCloseWhileRecording(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "gw.db")
+	l, err := ledger.Open(ctx, path, true)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var committed sync.Map
+	for c := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				id := fmt.Sprintf("c%d-%d", c, i)
+				if err := l.Record(ctx, []connector.Row{benchRow(id)}); err != nil {
+					return
+				}
+				committed.Store(id, true)
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, l.Close())
+	wg.Wait()
+	require.NoError(t, l.Close(), "idempotent")
+	require.Error(t, l.Record(ctx, []connector.Row{benchRow("late")}))
+	l, err = ledger.Open(ctx, path, true)
+	require.NoError(t, err)
+	defer l.Close()
+	got, err := l.Recent(ctx, 10000)
+	require.NoError(t, err)
+	n := 0
+	committed.Range(func(id, _ any) bool {
+		n++
+		assert.True(t, slices.ContainsFunc(got, func(r connector.Row) bool { return r.ToolCallID == id }), "%s answered but not in the ledger", id)
+		return true
+	})
+	require.Positive(t, n)
+}
+
+// A Record whose context has ended records nothing.
+func TestRecordAfterItsContextEnded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l, err := ledger.Open(context.Background(), "", true)
+	require.NoError(t, err)
+	defer l.Close()
+	require.ErrorIs(t, l.Record(ctx, []connector.Row{benchRow("x")}), context.Canceled)
+	got, err := l.Recent(context.Background(), 10)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+// benchRow is an allowed read's row named id.
+func benchRow(id string) connector.Row {
+	org := "acme"
+	return connector.Row{Time: time.Now(), Outcome: "allow", Rule: "svc.policy/allow", Reason: "read", Tool: "crm_get_customer",
+		ToolCallID: id, EnforcementStage: connector.StageAllowed, Transport: connector.TransportGuardrailAPI,
+		Mode: "enforce", Enforced: true, Org: &org, Model: "gpt-4o", ClassifiedBy: "map", GatewayCallID: "g"}
+}
+
+// TestRefusedRowLeavesTheLedgerUsable: a commit that fails is rolled back
+// whole, and the next request's rows commit on the same connection.
+func TestRefusedRowLeavesTheLedgerUsable(t *testing.T) {
+	ctx := context.Background()
+	for name, open := range openers(t) {
+		l, err := open()
+		require.NoError(t, err, name)
+		bad := benchRow("bad")
+		bad.EnforcementStage = "delivered"
+		require.Error(t, l.Record(ctx, []connector.Row{benchRow("with-bad"), bad}), name)
+		require.NoError(t, l.Record(ctx, []connector.Row{benchRow("good")}), name)
+		got, err := l.Recent(ctx, 10)
+		require.NoError(t, err, name)
+		require.Len(t, got, 1, "%s: the failed commit left nothing", name)
+		require.Equal(t, "good", got[0].ToolCallID, name)
+		require.NoError(t, l.Close())
+	}
+}
+
+// TestPanicInACommitRefusesItsGroupOnly: a commit that panics fails the
+// requests of its group (each refused, fail closed), and the next
+// request's rows commit: no request is left waiting on the ledger.
+func TestPanicInACommitRefusesItsGroupOnly(t *testing.T) {
+	ctx := context.Background()
+	l, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "gw.db"), true)
+	require.NoError(t, err)
+	defer l.Close()
+	ledger.SetCommitFault(func() { panic("injected") })
+	err = l.Record(ctx, []connector.Row{benchRow("lost")})
+	ledger.SetCommitFault(nil)
+	require.ErrorContains(t, err, "injected")
+	done := make(chan error, 1)
+	go func() { done <- l.Record(ctx, []connector.Row{benchRow("next")}) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request after a panicking commit waits on the ledger")
+	}
+	got, err := l.Recent(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "next", got[0].ToolCallID)
 }

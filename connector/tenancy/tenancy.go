@@ -63,7 +63,6 @@ var environments = map[string]bool{
 }
 
 var (
-	keyHashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	uuidRE    = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
@@ -71,7 +70,18 @@ var (
 // IsKeyHash reports whether s has the shape of LiteLLM's key hash (sha256
 // hex). Anything else in the key-hash field — a raw key placed there by a
 // custom auth callback — is neither bound nor recorded.
-func IsKeyHash(s string) bool { return keyHashRE.MatchString(s) }
+// It is read on every gateway request: a loop, not a regular expression.
+func IsKeyHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Bind resolves a caller, most specific dimension first: key_hash, then
 // key_alias, then team_id. ok is false for a caller bound by none.
@@ -225,7 +235,7 @@ func SecretShaped(s string) bool {
 // letters, digits and - _ + / = that mixes letters and digits. A sha256 hex
 // digest qualifies too; callers that expect digests test for them first.
 func randomLooking(s string) bool {
-	if len(s) < 32 || keyHashRE.MatchString(s) || uuidRE.MatchString(s) {
+	if len(s) < 32 || IsKeyHash(s) || uuidRE.MatchString(s) {
 		return false
 	}
 	var letters, digits int

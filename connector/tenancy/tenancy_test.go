@@ -121,3 +121,16 @@ func TestSourceReloadKeepsLastGood(t *testing.T) {
 	_, err = Open(filepath.Join(t.TempDir(), "missing.json"))
 	require.Error(t, err)
 }
+
+// TestIsKeyHash: exactly 64 lowercase hex digits, as LiteLLM's sha256 of
+// a key.
+func TestIsKeyHash(t *testing.T) {
+	hash := strings.Repeat("0123456789abcdef", 4)
+	for s, want := range map[string]bool{
+		hash: true, "6ddb1172c39e27779f01d9fb67dfbfccaad6b580ba7e02c670bc5de636f68378": true,
+		strings.ToUpper(hash): false, hash[:63]: false, hash + "0": false, hash[:63] + "g": false, hash[:63] + "/": false,
+		hash[:63] + ":": false, hash[:63] + "`": false, "": false, "sk-" + hash[3:]: false, hash[:62] + "é": false,
+	} {
+		assert.Equal(t, want, IsKeyHash(s), s)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -31,18 +32,33 @@ func (e *Error) Error() string {
 // Decode decodes raw, one JSON value followed only by whitespace, into v.
 // No object may name a member twice (names compared after their escapes
 // are decoded). With known true, a member v does not declare is refused.
-// A refusal is an *Error naming the member.
+// A refusal is an *Error naming the member; on a refusal v may hold part
+// of the document.
+//
+// The decoder reads the document once and checks it is well-formed; the
+// duplicate scan then walks the well-formed document. A document the
+// decoder refuses is checked as CheckDuplicates does first, so that a
+// malformed document or a duplicate member is named the same whatever
+// else is wrong.
 func Decode(raw []byte, v any, known bool) error {
-	if err := CheckDuplicates(raw); err != nil {
-		return err
+	if err := decode(raw, v, known); err != nil {
+		if derr := CheckDuplicates(raw); derr != nil {
+			return derr
+		}
+		return withPath(raw, err)
 	}
+	return scan(raw, nil) // well-formed: decode read one value and nothing after it
+}
+
+// decode decodes raw into v, refusing data after the one value.
+func decode(raw []byte, v any, known bool) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if known {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		return withPath(raw, typeError(err))
+		return typeError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Reason: "must be exactly one JSON value"}
@@ -84,8 +100,8 @@ func withPath(raw []byte, err error) error {
 		return err
 	}
 	found := ""
-	_ = scan(raw, func(member string) {
-		if found == "" && (member == e.Field || strings.HasSuffix(member, "."+e.Field)) {
+	_ = scan(raw, func(_ int, path func() string) {
+		if member := path(); found == "" && (member == e.Field || strings.HasSuffix(member, "."+e.Field)) {
 			found = member
 		}
 	})
@@ -101,55 +117,92 @@ func CheckDuplicates(raw []byte) error {
 	if !json.Valid(raw) {
 		return &Error{Reason: "not well-formed JSON (exactly one JSON value)"}
 	}
-	return scan(raw, func(string) {})
+	return scan(raw, nil)
 }
 
 // frame is an object or array being scanned.
 type frame struct {
 	object    bool
-	path      string // of the object or array ("" at the top, "x[]" for x's elements)
-	expectKey bool   // the next string is a member name
-	member    string // the last member name read
-	keys      map[string]bool
+	expectKey bool     // the next string is a member name
+	member    string   // the last member name read
+	keys      []string // the member names read, while few
+	set       map[string]bool
 }
 
-// scan walks the valid JSON document raw byte by byte, calling visit with
-// the path of each member and refusing a member named twice in one object.
-func scan(raw []byte, visit func(member string)) error {
-	var stack []*frame
-	childPath := func() string {
-		if len(stack) == 0 {
-			return ""
+// fewKeys is how many member names an object keeps in a list, searched
+// in order, before it keeps them in a map.
+const fewKeys = 16
+
+// seen records name in f and reports whether f had read it already.
+func (f *frame) seen(name string) bool {
+	if f.set != nil {
+		if f.set[name] {
+			return true
 		}
-		top := stack[len(stack)-1]
-		if top.object {
-			return join(top.path, top.member)
-		}
-		return top.path
+		f.set[name] = true
+		return false
 	}
+	if slices.Contains(f.keys, name) {
+		return true
+	}
+	f.keys = append(f.keys, name)
+	if len(f.keys) > fewKeys {
+		f.set = make(map[string]bool, 2*fewKeys)
+		for _, k := range f.keys {
+			f.set[k] = true
+		}
+		f.keys = nil
+	}
+	return false
+}
+
+// pathOf is the path of the member just read in the innermost frame of
+// stack: members joined by ".", "[]" for the elements of an array
+// ("x[].k").
+func pathOf(stack []frame) string {
+	path := ""
+	for i, f := range stack {
+		if i > 0 && stack[i-1].object {
+			path = join(path, stack[i-1].member)
+		}
+		if !f.object {
+			path += "[]"
+		}
+	}
+	return join(path, stack[len(stack)-1].member)
+}
+
+// scan walks the well-formed JSON document raw byte by byte, refusing a
+// member named twice in one object. visit, when not nil, is called for
+// each member with the depth of its object (1 at the top) and a function
+// that gives its path.
+func scan(raw []byte, visit func(depth int, path func() string)) error {
+	stack := make([]frame, 0, 8)
+	path := func() string { return pathOf(stack) }
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; c {
 		case '{':
-			stack = append(stack, &frame{object: true, path: childPath(), expectKey: true, keys: map[string]bool{}})
+			stack = append(stack, frame{object: true, expectKey: true})
 		case '[':
-			stack = append(stack, &frame{path: childPath() + "[]"})
+			stack = append(stack, frame{})
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 		case ',':
-			if top := stack[len(stack)-1]; top.object {
+			if top := &stack[len(stack)-1]; top.object {
 				top.expectKey = true
 			}
 		case '"':
 			end := stringEnd(raw, i)
 			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
-				top := stack[n-1]
+				top := &stack[n-1]
 				name := memberName(raw[i : end+1])
-				member := join(top.path, name)
-				if top.keys[name] {
-					return &Error{Field: member, Reason: "duplicate key (keys must be unique)"}
+				top.member, top.expectKey = name, false
+				if top.seen(name) {
+					return &Error{Field: pathOf(stack), Reason: "duplicate key (keys must be unique)"}
 				}
-				top.keys[name], top.member, top.expectKey = true, name, false
-				visit(member)
+				if visit != nil {
+					visit(n, path)
+				}
 			}
 			i = end
 		}
@@ -200,16 +253,63 @@ func join(path, name string) string {
 // that is not spelled exactly so: a reader that matches exactly would see
 // another document.
 func CheckSpelling(raw []byte, names ...string) error {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil {
+	if !json.Valid(raw) || !isObject(raw) {
 		return &Error{Reason: "must be a JSON object"}
 	}
-	for m := range members {
-		for _, n := range names {
-			if m != n && strings.EqualFold(m, n) {
-				return &Error{Field: m, Reason: "member names are spelled exactly: " + n}
-			}
+	var bad *Error
+	_ = scan(raw, func(depth int, path func() string) {
+		if depth != 1 || bad != nil {
+			return
 		}
+		if m := path(); misspelt(m, names) != "" {
+			bad = &Error{Field: m, Reason: "member names are spelled exactly: " + misspelt(m, names)}
+		}
+	})
+	if bad != nil {
+		return bad
 	}
 	return nil
+}
+
+// DecodeSpelled is CheckSpelling of names followed by Decode (known
+// false), in one pass over raw where the document is well-formed.
+func DecodeSpelled(raw []byte, v any, names ...string) error {
+	if err := decode(raw, v, false); err != nil {
+		if serr := CheckSpelling(raw, names...); serr != nil {
+			return serr
+		}
+		return Decode(raw, v, false)
+	}
+	if !isObject(raw) {
+		return &Error{Reason: "must be a JSON object"}
+	}
+	var bad *Error
+	err := scan(raw, func(depth int, path func() string) {
+		if depth == 1 && bad == nil {
+			if m := path(); misspelt(m, names) != "" {
+				bad = &Error{Field: m, Reason: "member names are spelled exactly: " + misspelt(m, names)}
+			}
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	return err
+}
+
+// misspelt is the name of names that encoding/json would take member for
+// though it is spelled otherwise, "" if none.
+func misspelt(member string, names []string) string {
+	for _, n := range names {
+		if member != n && strings.EqualFold(member, n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// isObject reports whether the well-formed document raw is an object.
+func isObject(raw []byte) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
 }

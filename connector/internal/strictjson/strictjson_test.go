@@ -2,6 +2,9 @@ package strictjson
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,4 +77,161 @@ func TestMemberName(t *testing.T) {
 		require.ErrorAs(t, CheckDuplicates([]byte(doc)), &e, doc)
 		assert.Equal(t, "duplicate key (keys must be unique)", e.Reason)
 	}
+}
+
+// TestDuplicatesPastTheList: an object of more members than its list of
+// names holds keeps them in a map, and still catches a name read twice.
+func TestDuplicatesPastTheList(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 3 * fewKeys {
+		fmt.Fprintf(&b, `"m%d": %d, `, i, i)
+	}
+	ok := b.String() + `"last": 0}`
+	require.NoError(t, CheckDuplicates([]byte(ok)))
+	var e *Error
+	require.ErrorAs(t, CheckDuplicates([]byte(b.String()+`"m1": 0}`)), &e)
+	assert.Equal(t, "m1", e.Field)
+	require.ErrorAs(t, CheckDuplicates([]byte(b.String()+fmt.Sprintf(`"m%d": 0}`, 3*fewKeys-1))), &e)
+	assert.Equal(t, fmt.Sprintf("m%d", 3*fewKeys-1), e.Field)
+}
+
+// TestDecodeNamesTheDuplicateFirst: a document both malformed for v and
+// naming a member twice is refused for the duplicate, as before the
+// decoder read it first.
+func TestDecodeNamesTheDuplicateFirst(t *testing.T) {
+	var d doc
+	var e *Error
+	require.ErrorAs(t, Decode([]byte(`{"a": 1, "b": {"c": 1, "c": 2}}`), &d, true), &e)
+	assert.Equal(t, "b.c", e.Field)
+	assert.Contains(t, e.Reason, "duplicate key")
+	require.ErrorAs(t, Decode([]byte(`{"b": {"c": 1, "c": 2}, "zz": 1}`), &d, true), &e)
+	assert.Equal(t, "b.c", e.Field)
+}
+
+func TestDecodeSpelled(t *testing.T) {
+	type answer struct {
+		Decision string `json:"decision"`
+		Other    int    `json:"other"`
+	}
+	cases := []struct {
+		name, raw, field, match string
+	}{
+		{"ok", `{"decision": "deny", "other": 1, "more": {"Decision": 1}}`, "", ""},
+		{"case", `{"decision": "deny", "Decision": "allow"}`, "Decision", "spelled exactly"},
+		{"fold", `{"deciſion": "allow"}`, "deciſion", "spelled exactly"},
+		{"upper", `{"DECISION": "allow"}`, "DECISION", "spelled exactly"},
+		{"duplicate", `{"decision": "deny", "decision": "allow"}`, "decision", "duplicate key"},
+		{"nested duplicate", `{"decision": "deny", "x": {"a": 1, "a": 2}}`, "x.a", "duplicate key"},
+		{"array", `[]`, "", "must be a JSON object"},
+		{"null", `null`, "", "must be a JSON object"},
+		{"broken", `{"decision": `, "", "must be a JSON object"},
+		{"type", `{"decision": 1}`, "decision", "must be a string"},
+		{"trailing", `{"decision": "deny"} x`, "", "must be a JSON object"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var a answer
+			err := DecodeSpelled([]byte(tc.raw), &a, "decision", "other")
+			if tc.match == "" {
+				require.NoError(t, err)
+				assert.Equal(t, "deny", a.Decision)
+				return
+			}
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, tc.field, e.Field)
+			assert.Contains(t, e.Reason, tc.match)
+		})
+	}
+}
+
+// FuzzDecode holds Decode to the reading it had before it became one
+// pass: a validity check, a duplicate scan with a map per object, then
+// the decoder (reference below): same refusals, same fields, same value.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{"a": "x", "b": {"c": 1}}`, `{"a": "x", "a": "y"}`, `{"x": [{"k": 1, "k": 2}]}`,
+		`{"b": {"d": 1}}`, `{"a": 1}`, `{"a": "x"} {}`, `{"a": `, `{"a\"b": 1, "a\"b": 2}`, `[[{"k":1}],{"k":[1,{"k":2,"k":3}]}]`,
+		`{"é": 1, "\u00e9": 2}`, `{"b": {"c": 1, "c": 2}, "zz": 1}`, ` 1 `, `null`} {
+		f.Add([]byte(s), true)
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, known bool) {
+		var got, want doc
+		err, wantErr := Decode(raw, &got, known), referenceDecode(raw, &want, known)
+		if wantErr == nil {
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			return
+		}
+		var e, we *Error
+		require.ErrorAs(t, err, &e)
+		require.ErrorAs(t, wantErr, &we)
+		require.Equal(t, *we, *e)
+	})
+}
+
+// referenceDecode is Decode as it was: json.Valid, a duplicate scan with
+// a path string and a map per object, then the decoder.
+func referenceDecode(raw []byte, v any, known bool) error {
+	if !json.Valid(raw) {
+		return &Error{Reason: "not well-formed JSON (exactly one JSON value)"}
+	}
+	type rframe struct {
+		object, expectKey bool
+		path, member      string
+		keys              map[string]bool
+	}
+	var stack []*rframe
+	childPath := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		if top := stack[len(stack)-1]; top.object {
+			return join(top.path, top.member)
+		}
+		return stack[len(stack)-1].path
+	}
+	var members []string
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '{':
+			stack = append(stack, &rframe{object: true, path: childPath(), expectKey: true, keys: map[string]bool{}})
+		case '[':
+			stack = append(stack, &rframe{path: childPath() + "[]"})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if top := stack[len(stack)-1]; top.object {
+				top.expectKey = true
+			}
+		case '"':
+			end := stringEnd(raw, i)
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
+				top := stack[n-1]
+				name := memberName(raw[i : end+1])
+				member := join(top.path, name)
+				if top.keys[name] {
+					return &Error{Field: member, Reason: "duplicate key (keys must be unique)"}
+				}
+				top.keys[name], top.member, top.expectKey = true, name, false
+				members = append(members, member)
+			}
+			i = end
+		}
+	}
+	err := decode(raw, v, known)
+	var e *Error
+	if errors.As(err, &e) && e.Reason == "unknown member" && !strings.Contains(e.Field, ".") {
+		found := ""
+		for _, m := range members {
+			if found == "" && (m == e.Field || strings.HasSuffix(m, "."+e.Field)) {
+				found = m
+			}
+		}
+		if found != "" {
+			e.Field = found
+		}
+	}
+	return err
 }

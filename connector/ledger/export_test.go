@@ -1,0 +1,4 @@
+package ledger
+
+// SetCommitFault makes every commit run f first (nil: none).
+func SetCommitFault(f func()) { commitFault = f }
