@@ -25,6 +25,8 @@ package svc.policy
 
 # canonical is the closed set of canonical values of each enumerated input
 # field (engine/envelope/canonical.go folds the raw values into them).
+# valid_input repeats them as literal sets, which OPA tests faster;
+# policy_test.rego checks that the two agree.
 canonical := {
 	"verb": {"read", "create", "update", "delete", "execute", "transact", "emit"},
 	"environment": {"production", "staging", "dev"},

@@ -456,3 +456,21 @@ test_data_checked_spares_the_data_checks if {
 	c.rule == "svc.policy/default_allow"
 	decide({"data_checked": false}) == d with data.svc.thresholds as misspelt
 }
+
+# valid_input tests the enumerated fields against literal sets (cheaper in
+# OPA than looking them up in canonical): every canonical value of each
+# field must pass it, so that the two lists cannot drift apart.
+test_valid_input_accepts_every_canonical_value if {
+	fields := {
+		"verb": ["action", "verb"],
+		"environment": ["target", "environment"],
+		"reversibility": ["axes", "reversibility"],
+		"blast_radius": ["axes", "blast_radius"],
+		"externality": ["axes", "externality"],
+	}
+	every field, values in policy.canonical {
+		every value in values {
+			policy.valid_input with input as json.patch(base, [{"op": "replace", "path": array.concat(["envelope"], fields[field]), "value": value}])
+		}
+	}
+}
