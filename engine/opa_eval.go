@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"time"
@@ -34,13 +33,19 @@ const (
 // EvalEvaluator is the Evaluator that runs `opa eval` once per decision on
 // the policy pack in a directory. Each run is bounded by a timeout and runs
 // in its own process group, which is killed whole on timeout or cancel.
+// With spares (WithSpares), processes are started ahead of the decisions
+// that take them; each still reads the pack when it gets its input.
 type EvalEvaluator struct {
 	bin       string
 	policyDir string
 	timeout   time.Duration
+	spares    *sparePool // nil: each decision starts its own process
 }
 
 var _ Evaluator = (*EvalEvaluator)(nil)
+
+// MaxEvalSpares bounds WithSpares: each spare is an idle opa process.
+const MaxEvalSpares = 16
 
 // NewEvalEvaluator returns an evaluator running the opa binary bin (a path,
 // or a name looked up on PATH) on the policy and data files in policyDir,
@@ -49,12 +54,32 @@ func NewEvalEvaluator(bin, policyDir string, timeout time.Duration) *EvalEvaluat
 	return &EvalEvaluator{bin: bin, policyDir: policyDir, timeout: timeout}
 }
 
+// WithSpares keeps n (at most MaxEvalSpares) `opa eval` processes started
+// and waiting for a decision's input, so that a decision does not wait for
+// opa's start; 0 keeps none. The pool fills after the first decision (the
+// start-up check's) and after each decision that takes a spare. Close kills
+// the spares.
+func (e *EvalEvaluator) WithSpares(n int) *EvalEvaluator {
+	n = min(max(n, 0), MaxEvalSpares)
+	if n > 0 {
+		e.spares = &sparePool{size: n, start: e.startEval}
+	}
+	return e
+}
+
+// Close kills the spare processes; decisions after it start their own.
+func (e *EvalEvaluator) Close() error {
+	if e.spares != nil {
+		e.spares.close()
+	}
+	return nil
+}
+
 // Evaluate runs data.svc.policy.decision on input. It returns a nil error
 // only with a valid verdict; every fault of the run or of its output is an
 // error, which the engine turns into deny.
 func (e *EvalEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
-	out, err := e.run(ctx, input, "eval", "--format", "json", "--stdin-input",
-		"--strict-builtin-errors", "--data", e.policyDir, opaQuery)
+	out, err := e.eval(ctx, input)
 	if err != nil {
 		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
 	}
@@ -63,6 +88,30 @@ func (e *EvalEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (Ve
 		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
 	}
 	return v, nil
+}
+
+// eval hands input to a spare, or to a process started now, and returns
+// what it printed.
+func (e *EvalEvaluator) eval(ctx context.Context, input []byte) ([]byte, error) {
+	var p *opaProc
+	if e.spares != nil {
+		p = e.spares.take()
+		e.spares.refill()
+	}
+	if p == nil {
+		var err error
+		if p, err = e.startEval(); err != nil {
+			return nil, err
+		}
+	}
+	return p.finish(ctx, input, e.timeout)
+}
+
+// startEval starts `opa eval` of the decision query, reading its input from
+// standard input.
+func (e *EvalEvaluator) startEval() (*opaProc, error) {
+	return startOPA(e.bin, "eval", "--format", "json", "--stdin-input",
+		"--strict-builtin-errors", "--data", e.policyDir, opaQuery)
 }
 
 // Check is the start-up probe: the binary runs, and the policy compiles and
@@ -99,36 +148,11 @@ func probeInput() PolicyInput {
 
 // run runs the opa binary with args and stdin and returns its stdout.
 func (e *EvalEvaluator) run(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	runCtx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	stdout := &opaOutput{limit: opaMaxOutput}
-	stderr := &opaOutput{limit: opaMaxSnippet}
-	cmd := exec.CommandContext(runCtx, e.bin, args...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
+	p, err := startOPA(e.bin, args...)
+	if err != nil {
+		return nil, err
 	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killProcessGroup(cmd.Process.Pid) }
-	cmd.WaitDelay = opaWaitDelay
-	err := cmd.Run()
-	if errors.Is(err, exec.ErrWaitDelay) {
-		// opa exited but left a child holding its output: reap the group.
-		_ = killProcessGroup(cmd.Process.Pid)
-	}
-	switch {
-	case err == nil && stdout.over:
-		return nil, fmt.Errorf("opa %s printed more than %d bytes", args[0], opaMaxOutput)
-	case err == nil:
-		return stdout.buf.Bytes(), nil
-	case cmd.Process == nil:
-		return nil, fmt.Errorf("run opa %q: %w", e.bin, err)
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("opa %s canceled: %w", args[0], ctx.Err())
-	case runCtx.Err() != nil:
-		return nil, fmt.Errorf("opa %s timed out after %s: %w", args[0], e.timeout, runCtx.Err())
-	}
-	return nil, fmt.Errorf("opa %s failed: %w: %s", args[0], err, failureSnippet(stderr, stdout))
+	return p.finish(ctx, stdin, e.timeout)
 }
 
 // killProcessGroup kills opa and every process it started.

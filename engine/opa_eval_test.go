@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +82,10 @@ func withPrior(deletes, sends, objects int64, frozen bool, act func(*PolicyInput
 }
 
 func TestEvalEvaluatorBundledPolicy(t *testing.T) {
-	ev := NewEvalEvaluator(opaTestBin(t), bundledPack(t), 10*time.Second)
+	// Two spares for the parallel cases: some decide through a spare, some
+	// through a process of their own.
+	ev := NewEvalEvaluator(opaTestBin(t), bundledPack(t), 10*time.Second).WithSpares(2)
+	t.Cleanup(func() { assert.NoError(t, ev.Close()) })
 	tests := []struct {
 		name   string
 		input  func(*PolicyInput)
@@ -166,27 +170,37 @@ func TestEvalEvaluatorFaults(t *testing.T) {
 	big := opaInput(func(in *PolicyInput) {
 		in.Envelope.Params = map[string]any{"blob": strings.Repeat("secret-", 2000)}
 	})
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pidFile := filepath.Join(t.TempDir(), "child.pid")
-			t.Setenv("FAKEOPA_PIDFILE", pidFile)
-			ev := NewEvalEvaluator(fakeOPA(t, tt.bin), t.TempDir(), timeout)
+	for _, spares := range []int{0, 1} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s with %d spares", tt.name, spares), func(t *testing.T) {
+				pidFile := filepath.Join(t.TempDir(), "child.pid")
+				t.Setenv("FAKEOPA_PIDFILE", pidFile)
+				ev := warmEvaluator(t, NewEvalEvaluator(fakeOPA(t, tt.bin), t.TempDir(), timeout), spares)
+				if tt.childPID && spares > 0 {
+					// The spare's child first in the file, before the
+					// refill's: the one the decision must kill.
+					require.Eventually(t, func() bool {
+						raw, err := os.ReadFile(pidFile)
+						return err == nil && bytes.HasSuffix(raw, []byte("\n"))
+					}, 5*time.Second, 5*time.Millisecond)
+				}
 
-			start := time.Now()
-			got, err := ev.Evaluate(t.Context(), big)
-			elapsed := time.Since(start)
+				start := time.Now()
+				got, err := ev.Evaluate(t.Context(), big)
+				elapsed := time.Since(start)
 
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
-			assert.Equal(t, Verdict{}, got)
-			assert.Less(t, elapsed, timeout+3*time.Second, "not the fake's minute")
-			if tt.maxErrLen > 0 {
-				assert.LessOrEqual(t, len(err.Error()), tt.maxErrLen)
-			}
-			if tt.childPID {
-				assertChildKilled(t, pidFile)
-			}
-		})
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.want)
+				assert.Equal(t, Verdict{}, got)
+				assert.Less(t, elapsed, timeout+3*time.Second, "not the fake's minute")
+				if tt.maxErrLen > 0 {
+					assert.LessOrEqual(t, len(err.Error()), tt.maxErrLen)
+				}
+				if tt.childPID {
+					assertChildKilled(t, pidFile)
+				}
+			})
+		}
 	}
 }
 
@@ -208,11 +222,15 @@ func TestEvalEvaluatorStraggler(t *testing.T) {
 	assertChildKilled(t, pidFile)
 }
 
+// assertChildKilled checks that the child of the first fake started (the
+// first line of pidFile) died: the decision's, since a spare it takes was
+// started before the one that refills the pool.
 func assertChildKilled(t *testing.T, pidFile string) {
 	t.Helper()
 	raw, err := os.ReadFile(pidFile)
 	require.NoError(t, err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	first, _, _ := strings.Cut(string(raw), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
 	require.NoError(t, err)
 	assert.Eventually(t, func() bool { return processGone(pid) }, 2*time.Second, 10*time.Millisecond,
 		"child %d of the fake opa survived", pid)
