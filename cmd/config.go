@@ -42,6 +42,7 @@ type Config struct {
 	PolicyDir      string
 	OPATimeout     time.Duration
 	OPAMode        string // eval (one opa eval per decision) or server (a supervised opa run --server)
+	OPAEvalSpares  int    // eval mode: opa eval processes started ahead of the decisions
 	OPAURL         string // an OPA server svc does not manage; overrides OPAMode
 	OPAToken       string // bearer token sent to OPAURL's server (--authentication=token)
 	Window         time.Duration
@@ -75,7 +76,7 @@ type Config struct {
 var serveDefaults = map[string]any{
 	"host": "127.0.0.1", "port": "8080", "max_body_bytes": "262144", "opa_bin": "opa",
 	"read_timeout": "10", "max_connections": "0",
-	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_url": "", "opa_token": "", "window_seconds": "3600",
+	"policy_dir": "", "opa_timeout": "10", "opa_mode": "eval", "opa_eval_spares": "1", "opa_url": "", "opa_token": "", "window_seconds": "3600",
 	"audit_log": "", "holds_path": "", "database_url": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "log_format": "json", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
 	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
@@ -225,6 +226,7 @@ func parseConfig(v *viper.Viper, flags map[string]string) (Config, *parser, erro
 		PolicyDir:      p.str("policy_dir"),
 		OPATimeout:     p.seconds("opa_timeout", 10*time.Millisecond, maxOPATimeout),
 		OPAMode:        p.enum("opa_mode"),
+		OPAEvalSpares:  int(p.integer("opa_eval_spares", 0, engine.MaxEvalSpares)),
 		OPAURL:         p.str("opa_url"),
 		OPAToken:       p.str("opa_token"),
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,

@@ -280,3 +280,33 @@ func TestConsoleLogFormat(t *testing.T) {
 	assert.True(t, strings.HasPrefix(js.String(), "{"), js.String())
 	assert.Contains(t, js.String(), `"message":"svc serving"`)
 }
+
+// TestLoadConfigEvalSpares: SVC_OPA_EVAL_SPARES defaults to 1 and takes
+// 0–16; anything else stops start-up naming it.
+func TestLoadConfigEvalSpares(t *testing.T) {
+	cfg, err := loadConfig(testViper(nil), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, cfg.OPAEvalSpares)
+	cfg, err = loadConfig(testViper(map[string]string{"opa_eval_spares": "0"}), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 0, cfg.OPAEvalSpares)
+	runConfigCases(t, []configCase{
+		{name: "sixteen", set: map[string]string{"opa_eval_spares": "16"}},
+		{name: "too many", set: map[string]string{"opa_eval_spares": "17"},
+			wantErr: `SVC_OPA_EVAL_SPARES: must be an integer from 0 to 16, got "17"`},
+		{name: "negative", set: map[string]string{"opa_eval_spares": "-1"},
+			wantErr: `SVC_OPA_EVAL_SPARES: must be an integer from 0 to 16, got "-1"`},
+		{name: "not a number", set: map[string]string{"opa_eval_spares": "two"},
+			wantErr: `SVC_OPA_EVAL_SPARES: must be an integer from 0 to 16, got "two"`},
+	})
+}
+
+// TestEveryServeSettingIsDocumented: each variable `svc serve` reads has
+// its row in docs/configuration.md.
+func TestEveryServeSettingIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
+	require.NoError(t, err)
+	for key := range serveDefaults {
+		assert.Contains(t, string(doc), "| `SVC_"+strings.ToUpper(key)+"` |", "SVC_%s has no row", strings.ToUpper(key))
+	}
+}

@@ -329,13 +329,24 @@ func faultyOPA(t *testing.T) (*engineProc, func(string), string) {
 	return p, func(f string) { require.NoError(t, os.WriteFile(faultFile, []byte(f), 0o644)) }, bin
 }
 
+// removeOPABehindSpare removes the opa binary once the spare eval mode
+// keeps started is waiting: that spare, already running, still decides the
+// next decision; the one after finds no binary to start.
+func removeOPABehindSpare(t *testing.T, p *engineProc, bin string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(opaChildren(t, p.cmd.Process.Pid)) == 1 },
+		10*time.Second, 10*time.Millisecond, "the spare waits")
+	require.NoError(t, os.Remove(bin))
+	require.Equal(t, "allow", p.decide(t, envelope(nil)).str("decision"), "decided by the spare started before")
+}
+
 func TestOPAFaultsDeny(t *testing.T) {
 	for _, fault := range []string{"sleep", "garbage", "fail", "undefined", "unknown", "missing"} {
 		t.Run(fault, func(t *testing.T) {
 			p, inject, bin := faultyOPA(t)
 			require.Equal(t, "allow", p.decide(t, envelope(nil)).str("decision"), "healthy before the fault")
 			if fault == "missing" {
-				require.NoError(t, os.Remove(bin))
+				removeOPABehindSpare(t, p, bin)
 			} else {
 				inject(fault)
 			}

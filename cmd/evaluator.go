@@ -20,7 +20,8 @@ type checkedEvaluator interface {
 //     it must answer and have package svc.policy loaded at start-up, and
 //     while it is away later every decision is denied;
 //   - SVC_OPA_MODE=server: an `opa run --server` svc starts and supervises;
-//   - SVC_OPA_MODE=eval (default): one `opa eval` per decision.
+//   - SVC_OPA_MODE=eval (default): one `opa eval` per decision, with
+//     SVC_OPA_EVAL_SPARES processes started ahead of the decisions.
 func (a *app) newEvaluator(ctx context.Context, policyDir string) (checkedEvaluator, error) {
 	switch {
 	case a.cfg.OPAURL != "":
@@ -28,11 +29,13 @@ func (a *app) newEvaluator(ctx context.Context, policyDir string) (checkedEvalua
 	case a.cfg.OPAMode == "server":
 		return a.managedEvaluator(ctx, policyDir)
 	}
-	eval := engine.NewEvalEvaluator(a.cfg.OPABin, policyDir, a.cfg.OPATimeout)
+	eval := engine.NewEvalEvaluator(a.cfg.OPABin, policyDir, a.cfg.OPATimeout).WithSpares(a.cfg.OPAEvalSpares)
+	a.closers = append(a.closers, eval.Close)
 	if err := eval.Check(ctx); err != nil {
 		return nil, fmt.Errorf("policy engine check failed (SVC_OPA_BIN=%s, policy %s): %w", a.cfg.OPABin, policyDir, err)
 	}
-	a.log.Info().Str("opa_mode", "eval").Str("policy_dir", policyDir).Msg("policy engine ready")
+	a.log.Info().Str("opa_mode", "eval").Str("policy_dir", policyDir).Int("opa_eval_spares", a.cfg.OPAEvalSpares).
+		Msg("policy engine ready")
 	return eval, nil
 }
 

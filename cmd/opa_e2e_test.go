@@ -420,3 +420,53 @@ func TestOPAServerDiesWithSvc(t *testing.T) {
 	assert.Eventually(t, func() bool { return opaGone(started[0].PID) }, 5*time.Second, 10*time.Millisecond,
 		"opa %d outlived a killed svc", started[0].PID)
 }
+
+// TestEvalSparesDieWithSvc: the opa eval processes eval mode keeps started
+// ahead of decisions are killed when svc stops, and by the kernel when svc
+// is killed without a chance to close them.
+func TestEvalSparesDieWithSvc(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			env := baseEnv(t)
+			env["SVC_OPA_EVAL_SPARES"] = "2"
+			p := startEngine(t, env)
+			assert.Contains(t, p.Logs(), `"opa_eval_spares":2`)
+			var spares []int
+			require.Eventually(t, func() bool {
+				spares = opaChildren(t, p.cmd.Process.Pid)
+				return len(spares) == 2
+			}, 10*time.Second, 20*time.Millisecond, "two spares wait after the start-up check")
+
+			require.NoError(t, p.cmd.Process.Signal(sig))
+			<-p.done
+			for _, pid := range spares {
+				assert.Eventually(t, func() bool { return opaGone(pid) }, 5*time.Second, 10*time.Millisecond,
+					"spare opa %d outlived svc (%s)", pid, sig)
+			}
+		})
+	}
+}
+
+// opaChildren lists the running processes named opa whose parent is pid.
+func opaChildren(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var kids []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		open, shut := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+		fields := strings.Fields(string(stat[shut+1:]))
+		if string(stat[open+1:shut]) == "opa" && len(fields) > 1 && fields[1] == strconv.Itoa(pid) && !opaGone(child) {
+			kids = append(kids, child)
+		}
+	}
+	return kids
+}
