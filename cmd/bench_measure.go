@@ -117,7 +117,9 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench: sample input: %w", err)
 	}
-	eval := engine.NewEvalEvaluator(p.opaBin, dir, time.Minute)
+	// As a user runs it: svc's own environment, without the GOGC svc gives
+	// the opa it starts.
+	eval := engine.NewEvalEvaluator(p.opaBin, dir, time.Minute).WithEnviron(os.Environ())
 	fmt.Fprintf(w, "\nbaseline: bare `opa eval` of the policy (%s), %d runs per concurrency (at least 2 per client)\n",
 		p.opaBin, p.opaRuns)
 	for _, n := range p.concurrency {

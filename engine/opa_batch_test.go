@@ -475,11 +475,11 @@ func (s *stallingSender) send(ctx context.Context, inputs []json.RawMessage) []b
 	return out
 }
 
-// TestOPAServerEnv: a supervised server collects garbage less often unless
+// TestOPAEnv: the opa processes svc starts collect garbage less often unless
 // the operator chose a GOGC.
-func TestOPAServerEnv(t *testing.T) {
-	assert.Equal(t, []string{"PATH=/bin", "GOGC=" + opaGCPercent}, opaServerEnv([]string{"PATH=/bin"}))
-	assert.Equal(t, []string{"GOGC=off", "PATH=/bin"}, opaServerEnv([]string{"GOGC=off", "PATH=/bin"}))
+func TestOPAEnv(t *testing.T) {
+	assert.Equal(t, []string{"PATH=/bin", "GOGC=" + opaGCPercent}, opaEnv([]string{"PATH=/bin"}))
+	assert.Equal(t, []string{"GOGC=off", "PATH=/bin"}, opaEnv([]string{"GOGC=off", "PATH=/bin"}))
 }
 
 // TestEvaluateBatchExactMembers: a batch answer's members are read by their

@@ -39,6 +39,7 @@ type EvalEvaluator struct {
 	bin       string
 	policyDir string
 	timeout   time.Duration
+	env       []string   // opa's environment; nil: opaEnv of svc's
 	spares    *sparePool // nil: each decision starts its own process
 }
 
@@ -64,6 +65,14 @@ func (e *EvalEvaluator) WithSpares(n int) *EvalEvaluator {
 	if n > 0 {
 		e.spares = &sparePool{size: n, start: e.startEval}
 	}
+	return e
+}
+
+// WithEnviron runs opa with exactly env (a bare `opa eval`, as a user runs
+// it, for a baseline) instead of svc's environment with GOGC=opaGCPercent
+// added when it sets none. Call it before the first decision.
+func (e *EvalEvaluator) WithEnviron(env []string) *EvalEvaluator {
+	e.env = env
 	return e
 }
 
@@ -110,7 +119,7 @@ func (e *EvalEvaluator) eval(ctx context.Context, input []byte) ([]byte, error) 
 // startEval starts `opa eval` of the decision query, reading its input from
 // standard input.
 func (e *EvalEvaluator) startEval() (*opaProc, error) {
-	return startOPA(e.bin, "eval", "--format", "json", "--stdin-input",
+	return startOPA(e.bin, e.environ(), "eval", "--format", "json", "--stdin-input",
 		"--strict-builtin-errors", "--data", e.policyDir, opaQuery)
 }
 
@@ -146,9 +155,17 @@ func probeInput() PolicyInput {
 	}
 }
 
+// environ is the environment of the opa processes e starts.
+func (e *EvalEvaluator) environ() []string {
+	if e.env != nil {
+		return e.env
+	}
+	return opaEnv(os.Environ())
+}
+
 // run runs the opa binary with args and stdin and returns its stdout.
 func (e *EvalEvaluator) run(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	p, err := startOPA(e.bin, args...)
+	p, err := startOPA(e.bin, e.environ(), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -26,10 +26,12 @@ type opaProc struct {
 	waitErr error
 }
 
-// startOPA starts bin with args in its own process group (killed by the
-// kernel should svc die first), its output kept within bounds.
-func startOPA(bin string, args ...string) (*opaProc, error) {
+// startOPA starts bin with args and the environment env in its own process
+// group (killed by the kernel should svc die first), its output kept within
+// bounds.
+func startOPA(bin string, env []string, args ...string) (*opaProc, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	p := &opaProc{
 		name: args[0], cmd: cmd, done: make(chan struct{}),
 		stdout: &opaOutput{limit: opaMaxOutput}, stderr: &opaOutput{limit: opaMaxSnippet},

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -124,5 +125,36 @@ func TestEvalSparesConcurrent(t *testing.T) {
 	require.NoError(t, ev.Close())
 	for _, pid := range pids {
 		assert.True(t, processGone(pid), "spare %d survived Close", pid)
+	}
+}
+
+// TestEvalGOGC: an opa eval, spare or not, runs with GOGC=opaGCPercent
+// unless svc's environment sets GOGC; WithEnviron runs it with exactly the
+// environment given (the benchmark's bare opa eval).
+func TestEvalGOGC(t *testing.T) {
+	for _, spares := range []int{0, 1} {
+		for _, tt := range []struct {
+			name, env string
+			bare      bool
+			want      string
+		}{
+			{"unset", "", false, "GOGC=" + opaGCPercent},
+			{"set", "off", false, "GOGC=off"},
+			{"bare", "", true, "GOGC=unset"},
+		} {
+			t.Run(fmt.Sprintf("%s with %d spares", tt.name, spares), func(t *testing.T) {
+				t.Setenv("GOGC", tt.env)
+				if tt.env == "" {
+					require.NoError(t, os.Unsetenv("GOGC"))
+				}
+				ev := NewEvalEvaluator(fakeOPA(t, "gogc.sh"), t.TempDir(), 10*time.Second)
+				if tt.bare {
+					ev.WithEnviron(os.Environ())
+				}
+				got, err := warmEvaluator(t, ev, spares).Evaluate(t.Context(), opaInput(nil))
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, got.Reason)
+			})
+		}
 	}
 }

@@ -284,7 +284,7 @@ func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 	_ = os.Remove(s.sock) // left behind by a killed predecessor
 	out := &opaServerOutput{log: s.cfg.Logger, tail: opaOutputTail, reloaded: s.reloaded}
 	cmd := exec.Command(s.cfg.Bin, s.args()...)
-	cmd.Env = opaServerEnv(os.Environ())
+	cmd.Env = opaEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = opaServerProcAttr()
 	cmd.WaitDelay = opaWaitDelay
@@ -331,15 +331,16 @@ func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 	return served, err
 }
 
-// opaGCPercent is the GOGC of a supervised server unless svc's environment
-// sets one: each query allocates a parse of its input and an evaluation
-// that die at once, and collecting four times less often cut the server's
-// CPU per decision by about a fifth here (docs/performance.md).
+// opaGCPercent is the GOGC of the opa processes svc starts unless svc's
+// environment sets one: a server's query allocates a parse of its input and
+// an evaluation that die at once, an `opa eval` the compile of the pack,
+// and collecting four times less often cut the server's CPU per decision by
+// about a fifth, and an `opa eval`'s by about as much (docs/performance.md).
 const opaGCPercent = "400"
 
-// opaServerEnv is the environment of a supervised server: svc's own, with
+// opaEnv is the environment of an opa svc starts: svc's own, with
 // GOGC=opaGCPercent added when it has none.
-func opaServerEnv(env []string) []string {
+func opaEnv(env []string) []string {
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "GOGC=") {
 			return env
