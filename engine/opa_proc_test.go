@@ -66,6 +66,24 @@ func TestEvalSpareReadsPackAfterInput(t *testing.T) {
 	assert.Contains(t, err.Error(), "rego_parse_error")
 }
 
+// TestEvalSpareReadsDataAfterInput: the same for the pack's data files
+// (the bundled pack's limits and tables are in data.json).
+func TestEvalSpareReadsDataAfterInput(t *testing.T) {
+	dir := writePolicy(t, "package svc.policy\n\ndecision := {\"decision\": \"allow\", \"rule\": \"svc.policy/d\", \"reason\": data.svc.note}\n")
+	writeData := func(note string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "data.json"), []byte(`{"svc": {"note": "`+note+`"}}`), 0o600))
+	}
+	writeData("before")
+	ev := warmEvaluator(t, NewEvalEvaluator(opaTestBin(t), dir, 10*time.Second), 1)
+	require.Len(t, sparePIDs(ev), 1)
+	time.Sleep(300 * time.Millisecond) // past opa's start-up
+
+	writeData("after")
+	got, err := ev.Evaluate(t.Context(), opaInput(nil))
+	require.NoError(t, err)
+	assert.Equal(t, "after", got.Reason)
+}
+
 func writeModule(t *testing.T, dir, module string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(module), 0o600))
