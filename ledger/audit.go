@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
 )
 
@@ -67,6 +68,9 @@ type Audit struct {
 	appendErr atomic.Pointer[error]
 	stop      chan struct{} // closed by Close to end the flush loop
 	stopped   chan struct{} // closed when the flush loop has ended
+	// stopCheckpoints ends the background checkpoints of a SQLite
+	// database (database.Checkpoint); nil on PostgreSQL.
+	stopCheckpoints func()
 
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when leading becomes false
@@ -132,14 +136,22 @@ type signal struct {
 // (reconcile); failing that fails construction. A file that cannot
 // be opened does not fail construction: the error is logged, every Record
 // fails (so the engine denies) and retries the open until it succeeds.
+//
+// On a SQLite database the Audit also checkpoints the write-ahead log in the
+// background (every database.CheckpointInterval), since no commit does
+// (database.SQLite).
 func NewAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger) (*Audit, error) {
-	return newAudit(ctx, db, path, holds, log, FlushInterval)
+	return newAudit(ctx, db, path, holds, log, intervals{flush: FlushInterval, checkpoint: database.CheckpointInterval})
 }
 
-// newAudit is NewAudit with the interval of the background flush of
-// DurabilityOS.
-func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger,
-	flushEvery time.Duration) (*Audit, error) {
+// intervals are the periods of an Audit's background work: the flush of
+// DurabilityOS and the checkpoints of a SQLite database.
+type intervals struct {
+	flush, checkpoint time.Duration
+}
+
+// newAudit is NewAudit with the intervals of its background work.
+func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zerolog.Logger, every intervals) (*Audit, error) {
 	insert, err := db.prepare(ctx, `INSERT INTO audit (ts_ms, kind, decision_id, body) VALUES (?, ?, ?, ?)`+db.returning("seq"))
 	if err != nil {
 		return nil, fmt.Errorf("new audit: %w", err)
@@ -160,7 +172,14 @@ func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 	}
 	if db.durability == DurabilityOS {
 		a.stop, a.stopped = make(chan struct{}), make(chan struct{})
-		go a.flushLoop(flushEvery)
+		go a.flushLoop(every.flush)
+	}
+	if !db.pg {
+		a.stopCheckpoints = database.Checkpoint(db.db, database.CheckpointConfig{Every: every.checkpoint, Exclusive: db.exclusive,
+			Failed: func(err error) {
+				a.log.Warn().Err(err).Str("path", db.path).
+					Msg("ledger: the write-ahead log is not copied into the database file; it grows until a checkpoint succeeds")
+			}})
 	}
 	return a, nil
 }
@@ -431,6 +450,9 @@ func (a *Audit) Close() error {
 		a.idle.Wait()
 	}
 	a.mu.Unlock()
+	if a.stopCheckpoints != nil {
+		a.stopCheckpoints()
+	}
 	var err error
 	if a.stop != nil {
 		close(a.stop)

@@ -15,6 +15,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/svc-dev/svc/database"
 )
 
 // fsyncProbe counts the audit file's fsyncs and fails them while failing is
@@ -44,7 +46,8 @@ func probedAudit(t *testing.T, d Durability, flushEvery time.Duration) (*Audit, 
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, db.Close()) })
 	path := filepath.Join(dir, "audit.jsonl")
-	a, err := newAudit(ctx, db, path, nil, zerolog.New(zerolog.NewTestWriter(t)), flushEvery)
+	a, err := newAudit(ctx, db, path, nil, zerolog.New(zerolog.NewTestWriter(t)),
+		intervals{flush: flushEvery, checkpoint: database.CheckpointInterval})
 	require.NoError(t, err)
 	probe := &fsyncProbe{}
 	a.mu.Lock()

@@ -20,7 +20,9 @@ import (
 	"sync"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver (OpenReadOnly)
+
+	"github.com/svc-dev/svc/database"
 )
 
 // pragmas are applied to every connection through the DSN, followed by the
@@ -169,7 +171,9 @@ func (db *DB) open(ctx context.Context) error {
 		return err
 	}
 	db.created = created
-	sqlDB, err := sql.Open("sqlite3", dsn(db.path)+"?mode=rw&"+pragmas+db.durability.synchronous())
+	// No commit checkpoints (database.SQLite): the Audit does, in the
+	// background; a process without one checkpoints when it closes the file.
+	sqlDB, err := sql.Open(database.SQLite, dsn(db.path)+"?mode=rw&"+pragmas+db.durability.synchronous())
 	if err != nil {
 		return err
 	}
@@ -359,14 +363,33 @@ func (db *DB) release(conn *sql.Conn) {
 	_ = conn.Close() // returns it to the pool
 }
 
+// exclusive runs fn while none of this package's write transactions is in
+// progress (database.CheckpointConfig.Exclusive).
+func (db *DB) exclusive(ctx context.Context, fn func()) error {
+	if err := db.lockWriter(ctx); err != nil {
+		return err
+	}
+	defer func() { <-db.writer }()
+	fn()
+	return nil
+}
+
+// lockWriter takes the writer lock (db.writer), or returns ctx's error.
+func (db *DB) lockWriter(ctx context.Context) error {
+	select {
+	case db.writer <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // writeTx is write on a transaction begun by begin.
 func (db *DB) writeTx(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error),
 	fn func(tx *sql.Tx) error) error {
 	if !db.pg { // PostgreSQL orders concurrent writers itself, across replicas too
-		select {
-		case db.writer <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := db.lockWriter(ctx); err != nil {
+			return err
 		}
 		defer func() { <-db.writer }()
 	}
