@@ -2,6 +2,7 @@ package cmd_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -96,12 +97,22 @@ func opaServerLogs(p *engineProc, msg string) []opaLog {
 
 // opaGone reports whether pid has exited (absent, or a zombie).
 func opaGone(pid int) bool {
+	_, fields, ok := procStat(pid)
+	return !ok || len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
+}
+
+// procStat reads /proc/<pid>/stat: the process's command name and the
+// fields after it (state, parent pid, ...); ok is false once it is gone.
+func procStat(pid int) (name string, fields []string, ok bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return true
+		return "", nil, false
 	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
+	open, shut := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || shut < open {
+		return "", nil, false
+	}
+	return string(stat[open+1 : shut]), strings.Fields(string(stat[shut+1:])), true
 }
 
 // modeStep is one envelope of the parity sequence and the rule it must hit.
@@ -458,13 +469,8 @@ func opaChildren(t *testing.T, pid int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // exited meanwhile
-		}
-		open, shut := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
-		fields := strings.Fields(string(stat[shut+1:]))
-		if string(stat[open+1:shut]) == "opa" && len(fields) > 1 && fields[1] == strconv.Itoa(pid) && !opaGone(child) {
+		name, fields, ok := procStat(child)
+		if ok && name == "opa" && len(fields) > 1 && fields[1] == strconv.Itoa(pid) && !opaGone(child) {
 			kids = append(kids, child)
 		}
 	}

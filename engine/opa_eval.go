@@ -39,7 +39,7 @@ type EvalEvaluator struct {
 	bin       string
 	policyDir string
 	timeout   time.Duration
-	env       []string   // opa's environment; nil: opaEnv of svc's
+	env       []string   // opa's environment
 	spares    *sparePool // nil: each decision starts its own process
 }
 
@@ -50,9 +50,11 @@ const MaxEvalSpares = 16
 
 // NewEvalEvaluator returns an evaluator running the opa binary bin (a path,
 // or a name looked up on PATH) on the policy and data files in policyDir,
-// each run bounded by timeout. A non-positive timeout fails every run.
+// each run bounded by timeout. A non-positive timeout fails every run. opa
+// runs in svc's environment as it is now, with GOGC=opaGCPercent added when
+// it sets none (WithEnviron replaces it).
 func NewEvalEvaluator(bin, policyDir string, timeout time.Duration) *EvalEvaluator {
-	return &EvalEvaluator{bin: bin, policyDir: policyDir, timeout: timeout}
+	return &EvalEvaluator{bin: bin, policyDir: policyDir, timeout: timeout, env: opaEnv(os.Environ())}
 }
 
 // WithSpares keeps n (at most MaxEvalSpares) `opa eval` processes started
@@ -119,7 +121,7 @@ func (e *EvalEvaluator) eval(ctx context.Context, input []byte) ([]byte, error) 
 // startEval starts `opa eval` of the decision query, reading its input from
 // standard input.
 func (e *EvalEvaluator) startEval() (*opaProc, error) {
-	return startOPA(e.bin, e.environ(), "eval", "--format", "json", "--stdin-input",
+	return startOPA(e.bin, e.env, "eval", "--format", "json", "--stdin-input",
 		"--strict-builtin-errors", "--data", e.policyDir, opaQuery)
 }
 
@@ -155,17 +157,9 @@ func probeInput() PolicyInput {
 	}
 }
 
-// environ is the environment of the opa processes e starts.
-func (e *EvalEvaluator) environ() []string {
-	if e.env != nil {
-		return e.env
-	}
-	return opaEnv(os.Environ())
-}
-
 // run runs the opa binary with args and stdin and returns its stdout.
 func (e *EvalEvaluator) run(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	p, err := startOPA(e.bin, e.environ(), args...)
+	p, err := startOPA(e.bin, e.env, args...)
 	if err != nil {
 		return nil, err
 	}

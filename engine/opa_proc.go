@@ -37,7 +37,7 @@ func startOPA(bin string, env []string, args ...string) (*opaProc, error) {
 		stdout: &opaOutput{limit: opaMaxOutput}, stderr: &opaOutput{limit: opaMaxSnippet},
 	}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	cmd.SysProcAttr = opaServerProcAttr()
+	cmd.SysProcAttr = opaProcAttr()
 	cmd.WaitDelay = opaWaitDelay
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

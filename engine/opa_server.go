@@ -286,7 +286,7 @@ func (s *OPAServer) runOnce(ctx context.Context) (served bool, err error) {
 	cmd := exec.Command(s.cfg.Bin, s.args()...)
 	cmd.Env = opaEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = opaServerProcAttr()
+	cmd.SysProcAttr = opaProcAttr()
 	cmd.WaitDelay = opaWaitDelay
 	if err := cmd.Start(); err != nil {
 		err = fmt.Errorf("start opa server %q: %w", s.cfg.Bin, err)
