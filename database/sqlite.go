@@ -52,7 +52,7 @@ type CheckpointConfig struct {
 
 // Checkpoint copies the write-ahead log of the SQLite database db into its
 // database file every c.Every, in the background, until the returned stop is
-// called (which waits for it). Each is a PASSIVE checkpoint, run on a
+// called (which waits for it; a second call returns at once). Each is a PASSIVE checkpoint, run on a
 // connection of db's pool, which neither waits for nor blocks a writer or a
 // reader: the commits go on appending to the log meanwhile.
 //

@@ -180,6 +180,7 @@ func newAudit(ctx context.Context, db *DB, path string, holds HoldRows, log zero
 				a.log.Warn().Err(err).Str("path", db.path).
 					Msg("ledger: the write-ahead log is not copied into the database file; it grows until a checkpoint succeeds")
 			}})
+		db.stopOnClose(a.stopCheckpoints)
 	}
 	return a, nil
 }

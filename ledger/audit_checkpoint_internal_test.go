@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,4 +53,39 @@ func TestAuditCheckpointsInTheBackground(t *testing.T) {
 			assert.Equal(t, recordAfter, fileSize(t, path), "no checkpoint after Close")
 		})
 	}
+}
+
+// syncBuffer is a log sink that goroutines may write while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestClosingTheDBStopsTheCheckpoints: the checkpoints end with the
+// database even when the Audit is not closed first, rather than failing
+// (and logging) at every interval on a closed pool.
+func TestClosingTheDBStopsTheCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "svc.db"), DurabilityFull)
+	require.NoError(t, err)
+	var logs syncBuffer
+	a, err := newAudit(ctx, db, "", nil, zerolog.New(&logs), intervals{flush: never, checkpoint: time.Millisecond})
+	require.NoError(t, err)
+	recordN(t, a, 0, 10)
+	require.NoError(t, db.Close())
+	time.Sleep(50 * time.Millisecond) // some fifty intervals
+	assert.NotContains(t, logs.String(), "checkpoint", "no checkpoint ran on the closed database")
+	require.NoError(t, a.Close())
 }

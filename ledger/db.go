@@ -129,6 +129,7 @@ type DB struct {
 
 	mu     sync.Mutex
 	stmts  []*sql.Stmt
+	stops  []func() // background work on the database, stopped by Close first (stopOnClose)
 	closed bool
 }
 
@@ -436,6 +437,15 @@ func (db *DB) SQL() *sql.DB { return db.db }
 // Path returns the database file's path, the generated one when ephemeral.
 func (db *DB) Path() string { return db.path }
 
+// stopOnClose has Close call stop before it closes the database: work in
+// the background (the Audit's checkpoints) ends with the database even when
+// its owner is not closed first. stop must be safe to call again.
+func (db *DB) stopOnClose(stop func()) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.stops = append(db.stops, stop)
+}
+
 // prepare prepares a statement that Close will release.
 func (db *DB) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
 	db.mu.Lock()
@@ -460,6 +470,9 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.closed = true
+	for _, stop := range db.stops {
+		stop()
+	}
 	var errs []error
 	for _, stmt := range db.stmts {
 		errs = append(errs, stmt.Close())
