@@ -36,8 +36,9 @@ var errClosed = errors.New("audit log closed")
 // decision costs the decision path one batch (audit_commit.go).
 //
 // Under DurabilityOS a batch is written without being flushed to disk, and
-// a background loop queues a flush request every FlushInterval, which the
-// leader of the batch it joins carries out after committing (audit_flush.go).
+// a background loop syncs the file and the write-ahead log every
+// FlushInterval, beside the batches, none of which waits for it
+// (audit_flush.go).
 //
 // Each batch checks that the file and the database are still the ones at
 // their paths: a file removed or rotated away is re-created at its path
@@ -57,9 +58,8 @@ type Audit struct {
 	logLimit *engine.LogLimiter
 
 	// flushErr is the error of the first failed flush under DurabilityOS;
-	// once it is set, every batch is refused (flush). Only the leader
-	// touches it.
-	flushErr error
+	// once it is set, every batch is refused (flush).
+	flushErr atomic.Pointer[error]
 	// fileGone is set once the removal of the database file has been
 	// logged (noteFileGone). Only the leader touches it.
 	fileGone bool
@@ -107,7 +107,7 @@ type entry struct {
 	consume  *engine.Consumption    // nil when there is none
 	resolve  *engine.HoldResolution // nil when there is none
 	err      error                  // its hold write failed (holdWrites); it is not in the batch
-	flush    bool                   // a flush request, without records
+	flush    bool                   // a flush request, without records (Reopen)
 	reopen   bool                   // with flush: reopen the file at its path (Reopen)
 	degraded bool                   // a RecordDegraded: its lines go to each sink on its own (salvage)
 	deadline time.Time              // of a degraded entry's mirror write; zero when its caller set none
@@ -378,7 +378,10 @@ func (a *Audit) lead(ctx context.Context) {
 	a.mu.Unlock()
 
 	records, degraded, flushes := split(batch)
-	err := a.flushErr
+	var err error
+	if p := a.flushErr.Load(); p != nil {
+		err = *p
+	}
 	if err == nil && len(records) > 0 {
 		err = a.commit(ctx, records)
 		a.noteFileGone(err)

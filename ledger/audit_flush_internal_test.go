@@ -25,10 +25,19 @@ import (
 type fsyncProbe struct {
 	calls   atomic.Int64
 	failing atomic.Bool
+	// stall, when set, holds every fsync until it is closed: a flush that
+	// takes long, as a sync of 100 ms of writes can on a busy disk.
+	stall   atomic.Pointer[chan struct{}]
+	stalled atomic.Int64 // fsyncs waiting on stall now
 }
 
 func (p *fsyncProbe) fsync(f *os.File) error {
 	p.calls.Add(1)
+	if ch := p.stall.Load(); ch != nil {
+		p.stalled.Add(1)
+		<-*ch
+		p.stalled.Add(-1)
+	}
 	if p.failing.Load() {
 		return syscall.EIO
 	}
@@ -139,6 +148,45 @@ func TestDurabilityOSFlushFailureDenies(t *testing.T) {
 	for _, r := range rows {
 		assert.NotEqual(t, "refused", r.DecisionID)
 	}
+}
+
+// TestDurabilityOSFlushDelaysNoBatch: under DurabilityOS the background
+// flush runs beside the batches. While its fsync is stalled, records are
+// still committed and answered; once it is done, the next flush syncs them.
+func TestDurabilityOSFlushDelaysNoBatch(t *testing.T) {
+	a, probe, _ := probedAudit(t, DurabilityOS, 5*time.Millisecond)
+	release := make(chan struct{})
+	probe.stall.Store(&release)
+	recordN(t, a, 0, 1)
+	require.Eventually(t, func() bool { return probe.stalled.Load() == 1 }, 10*time.Second, time.Millisecond,
+		"the background flush syncs the line, and stalls")
+
+	answered := make(chan error)
+	go func() {
+		for i := 1; i <= 20; i++ {
+			if err := a.Record(context.Background(), "decision", map[string]string{"decision_id": fmt.Sprint("d", i)}); err != nil {
+				answered <- err
+				return
+			}
+		}
+		answered <- nil
+	}()
+	select {
+	case err := <-answered:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("records waited for the stalled flush")
+	}
+	assert.EqualValues(t, 1, probe.stalled.Load(), "answered while the flush was still stalled")
+
+	probe.stall.Store(nil)
+	close(release)
+	calls := probe.calls.Load()
+	require.Eventually(t, func() bool { return probe.calls.Load() > calls }, 10*time.Second, time.Millisecond,
+		"the next flush syncs the records answered meanwhile")
+	require.Eventually(t, func() bool { return a.file.written.Load() == a.file.synced.Load() }, 10*time.Second, time.Millisecond,
+		"every line answered is synced")
+	require.NoError(t, a.Close())
 }
 
 // TestDurabilityOSFlushesWithoutPause checks that the flush is not starved

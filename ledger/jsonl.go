@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 )
 
-// jsonl is the append-only audit file. Only the group-commit leader touches
-// it, so it needs no lock of its own.
+// jsonl is the append-only audit file. Only the group-commit leader writes
+// it; under DurabilityOS the background flush syncs it beside the leader
+// (syncBeside), through the atomic members.
 type jsonl struct {
 	path     string
 	log      zerolog.Logger
@@ -19,8 +21,13 @@ type jsonl struct {
 	truncate func(*os.File, int64) error // (*os.File).Truncate; tests inject faults
 	f        *os.File                    // nil until opened, and again after a failure
 	torn     bool                        // the file ends in a partial line (a crash mid-write)
-	dirty    bool                        // holds acknowledged lines not fsynced yet
-	lost     error                       // a rotated file's failed sync, which flush reports
+
+	handle atomic.Pointer[os.File] // f, for syncBeside
+	// written counts the appends made without a sync, synced the count
+	// that the last sync covered: the file holds acknowledged lines not
+	// fsynced yet while they differ.
+	written, synced atomic.Uint64
+	lost            atomic.Pointer[error] // a rotated file's failed sync, which every flush reports
 }
 
 // errLinesKept marks a failed append whose lines could not be removed: the
@@ -49,8 +56,25 @@ func (j *jsonl) open() error {
 		_ = f.Close()
 		return fmt.Errorf("open audit log %s: %w", j.path, err)
 	}
-	j.f, j.torn = f, endsTorn(j.path)
+	j.setFile(f)
+	j.torn = endsTorn(j.path)
 	return nil
+}
+
+// setFile makes f the open file (nil: none).
+func (j *jsonl) setFile(f *os.File) {
+	j.f = f
+	j.handle.Store(f)
+}
+
+// markSynced records that a sync covered the first n unsynced appends.
+func (j *jsonl) markSynced(n uint64) {
+	for {
+		cur := j.synced.Load()
+		if n <= cur || j.synced.CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }
 
 func syncDir(dir string) error {
@@ -102,6 +126,7 @@ func (j *jsonl) write(buf []byte, sync bool) (int64, error) {
 	if j.torn {
 		buf = append([]byte{'\n'}, buf...)
 	}
+	written := j.written.Load()
 	_, err = j.f.Write(buf)
 	if err == nil && sync {
 		err = j.fsync(j.f)
@@ -113,7 +138,11 @@ func (j *jsonl) write(buf []byte, sync bool) (int64, error) {
 		return 0, fmt.Errorf("append audit log %s: %w", j.path, err)
 	}
 	j.torn = false
-	j.dirty = !sync
+	if sync {
+		j.markSynced(written) // the sync covered the earlier lines too
+	} else {
+		j.written.Add(1)
+	}
 	return size, nil
 }
 
@@ -158,19 +187,20 @@ func (j *jsonl) opened() (os.FileInfo, error) {
 // rotated file. A failed sync is kept for flush to report, so that it
 // fails the audit log as any failed flush does.
 func (j *jsonl) release() error {
-	if j.dirty {
+	if written := j.written.Load(); written != j.synced.Load() {
 		if err := j.fsync(j.f); err != nil {
 			j.drop()
-			j.lost = fmt.Errorf("flush rotated audit log %s: %w", j.path, err)
-			return j.lost
+			lost := fmt.Errorf("flush rotated audit log %s: %w", j.path, err)
+			j.lost.Store(&lost)
+			return lost
 		}
-		j.dirty = false
+		j.markSynced(written)
 	}
-	if err := j.f.Close(); err != nil {
-		j.f = nil
+	err := j.f.Close()
+	j.setFile(nil)
+	if err != nil {
 		return fmt.Errorf("close rotated audit log %s: %w", j.path, err)
 	}
-	j.f = nil
 	return nil
 }
 
@@ -191,10 +221,11 @@ func (j *jsonl) reopen() error {
 // is closed, as its state is unknown. Once a rotated file could not be
 // synced (release), flush fails for good.
 func (j *jsonl) flush() error {
-	if j.lost != nil {
-		return j.lost
+	if lost := j.lost.Load(); lost != nil {
+		return *lost
 	}
-	if !j.dirty {
+	written := j.written.Load()
+	if written == j.synced.Load() {
 		return nil
 	}
 	if err := j.open(); err != nil {
@@ -204,7 +235,31 @@ func (j *jsonl) flush() error {
 		j.drop()
 		return fmt.Errorf("flush audit log %s: %w", j.path, err)
 	}
-	j.dirty = false
+	j.markSynced(written)
+	return nil
+}
+
+// syncBeside is flush for the background flush of DurabilityOS, which runs
+// beside the leader: it syncs the file open now with fsync, and never opens,
+// closes or drops one. A file the leader closed meanwhile was synced first
+// (release) or failed its own batch (drop); its lines are synced by a later
+// call through the file open then, or by Close.
+func (j *jsonl) syncBeside(fsync func(*os.File) error) error {
+	if lost := j.lost.Load(); lost != nil {
+		return *lost
+	}
+	written := j.written.Load()
+	f := j.handle.Load()
+	if written == j.synced.Load() || f == nil {
+		return nil
+	}
+	if err := fsync(f); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return nil
+		}
+		return fmt.Errorf("flush audit log %s: %w", j.path, err)
+	}
+	j.markSynced(written)
 	return nil
 }
 
@@ -225,7 +280,7 @@ func (j *jsonl) rollback(size int64) error {
 			Msg("audit log: cannot remove lines of a failed batch; they are not acknowledged")
 		return fmt.Errorf("roll back audit log %s: %w", j.path, err)
 	}
-	j.dirty = false
+	j.markSynced(j.written.Load())
 	return nil
 }
 
@@ -238,12 +293,12 @@ func (j *jsonl) close() error {
 	if cerr := j.f.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close audit log %s: %w", j.path, cerr))
 	}
-	j.f = nil
+	j.setFile(nil)
 	return err
 }
 
 // drop closes the descriptor without flushing, after a failure.
 func (j *jsonl) drop() {
 	_ = j.f.Close() // the failure that led here is the one to report
-	j.f = nil
+	j.setFile(nil)
 }
