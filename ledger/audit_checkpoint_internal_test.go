@@ -1,11 +1,9 @@
 package ledger
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,24 +53,6 @@ func TestAuditCheckpointsInTheBackground(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink that goroutines may write while a test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestClosingTheDBStopsTheCheckpoints: the checkpoints end with the
 // database even when the Audit is not closed first, rather than failing
 // (and logging) at every interval on a closed pool.
@@ -80,7 +60,7 @@ func TestClosingTheDBStopsTheCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	db, err := Open(ctx, filepath.Join(t.TempDir(), "svc.db"), DurabilityFull)
 	require.NoError(t, err)
-	var logs syncBuffer
+	var logs LogBuffer
 	a, err := newAudit(ctx, db, "", nil, zerolog.New(&logs), intervals{flush: never, checkpoint: time.Millisecond})
 	require.NoError(t, err)
 	recordN(t, a, 0, 10)
