@@ -99,8 +99,11 @@ func TestCheckpointBoundsTheLog(t *testing.T) {
 	stop := database.Checkpoint(db, database.CheckpointConfig{Every: 5 * time.Millisecond, Exclusive: exclusive,
 		Failed: func(err error) { t.Errorf("checkpoint failed: %v", err) }})
 	defer stop()
-	row := strings.Repeat("x", 100) // as a decision's commit: a few pages changed, most of them changed again soon
-	for range 30_000 { // some 60,000 pages of log, 240 MB, without the restarts
+	// As a decision's commit: a few pages changed, most of them changed
+	// again soon; 30,000 rows are some 60,000 pages of log, 240 MB, without
+	// the restarts.
+	row := strings.Repeat("x", 100)
+	for range 30_000 {
 		writer.Lock()
 		_, err := db.Exec("INSERT INTO t VALUES (?)", row)
 		writer.Unlock()
