@@ -13,6 +13,7 @@ import (
 
 	"github.com/svc-dev/svc/connector/internal/strictjson"
 	"github.com/svc-dev/svc/engine/envelope"
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // Classification is what a tool call reads as: the envelope fields the
@@ -61,6 +62,28 @@ var (
 	envArgs     = []string{"environment", "env", "target_environment", "stage"}
 	refArgs     = []string{"table", "path", "file", "url", "deployment", "resource", "database", "repository", "repo", "bucket", "customer_id", "account_id", "id", "to", "recipient", "name"}
 	maxRefBytes = 256
+	sizeArgs    = []string{"replicas", "replica_count", "instances", "instance_count", "desired_count", "desired_capacity",
+		"capacity", "size", "min_size", "max_size", "nodes", "node_count", "workers", "count"}
+)
+
+// Words of a tool's name the built-in reading looks at.
+var (
+	// containerWords name what holds many objects: deleting one deletes
+	// them all (drop_table, destroy_cluster). They count as the last word
+	// of the name, its object: db_delete_records deletes records.
+	containerWords = []string{"table", "tables", "database", "databases", "db", "dbs", "schema", "schemas", "bucket",
+		"buckets", "cluster", "clusters", "disk", "disks", "volume", "volumes", "namespace", "namespaces", "index",
+		"indexes", "indices", "collection", "collections", "repository", "repositories", "repo", "repos", "project",
+		"projects", "dataset", "datasets", "keyspace", "topic", "topics", "queue", "queues", "partition", "partitions",
+		"filesystem", "drive", "drives", "server", "servers", "instance", "instances", "deployment", "deployments",
+		"environment", "environments"}
+	// wipeWords, anywhere in the name, delete a whole target whatever it
+	// is (truncate_rows, delete_all_sessions).
+	wipeWords = []string{"truncate", "wipe", "nuke", "format", "flush", "all", "everything"}
+	// scaleWords change how much of a service runs.
+	scaleWords = []string{"scale", "resize"}
+	// moneyWords name money moved, whatever the verb (send_money).
+	moneyWords = []string{"money", "cash", "funds", "fund", "payment", "payments", "remittance"}
 )
 
 // Classify reads a tool call. Exact and glob entries of the tool map come
@@ -91,13 +114,48 @@ func Classify(tm *ToolMap, name, arguments string) Classification {
 		c.Axes.BlastRadius = maxBlast(cautious.BlastRadius, blastOf(c.Count))
 		return c
 	}
+	words := strings.Split(c.Tool, "_")
+	if hasWord(words, moneyWords) && slices.Index(envelope.Verbs, verb) < slices.Index(envelope.Verbs, "transact") {
+		verb = "transact"
+	}
 	va := verbAxes[verb]
 	c.Verb, c.By = verb, "builtin"
 	c.Axes = envelope.Axes{Reversibility: va.rev, Externality: va.ext, BlastRadius: maxBlast(va.minBlast, blastOf(c.Count))}
-	if verb == "delete" && hasAny(params, filterArgs) && c.Count == 1 && !hasAny(params, countArgs) {
+	switch {
+	case verb == "delete" && (slices.Contains(containerWords, words[len(words)-1]) || hasWord(words, wipeWords)):
+		c.Axes.BlastRadius = maxBlast(c.Axes.BlastRadius, "broad") // a whole table, cluster, disk
+	case verb == "delete" && hasAny(params, filterArgs) && c.Count == 1 && !hasAny(params, countArgs):
 		c.Axes.BlastRadius = maxBlast(c.Axes.BlastRadius, "broad") // a filter of unknown extent
+	case hasWord(words, scaleWords) && scalesToZero(params):
+		// Scaled to nothing, a service is down until someone scales it
+		// back: an outage, not a setting.
+		c.Axes.Reversibility = "irreversible"
+		c.Axes.BlastRadius = maxBlast(c.Axes.BlastRadius, "broad")
 	}
 	return c
+}
+
+// hasWord reports whether one of words is one of set.
+func hasWord(words, set []string) bool {
+	return slices.ContainsFunc(words, func(w string) bool { return slices.Contains(set, w) })
+}
+
+// scalesToZero reports whether a size argument (replicas, instances,
+// desired_count, …) is 0, as a number or a string holding one.
+func scalesToZero(params map[string]any) bool {
+	for k, v := range params {
+		if !slices.Contains(sizeArgs, CanonicalTool(k)) {
+			continue
+		}
+		n, ok := v.(json.Number)
+		if s, isString := v.(string); isString {
+			n, ok = numericString(s)
+		}
+		if f, err := n.Float64(); ok && err == nil && f == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // readVerb is the engine's canonical verb of a tool name, and whether a
@@ -154,13 +212,18 @@ func stripMarks(w string) string {
 }
 
 // parseArguments reads the arguments string as one JSON object whose
-// members are each named once; numbers are kept exactly as sent.
+// members are each named once, in I-JSON (an escaped lone surrogate would
+// read as U+FFFD, one call with another's arguments); numbers are kept
+// exactly as sent.
 func parseArguments(s string) (map[string]any, bool) {
 	raw := bytes.TrimSpace([]byte(s))
 	if len(raw) == 0 {
 		return map[string]any{}, true
 	}
 	var m map[string]any
+	if ijson.Check(raw) != nil {
+		return nil, false
+	}
 	if err := strictjson.Decode(raw, &m, false); err != nil || m == nil {
 		return nil, false
 	}
@@ -214,21 +277,45 @@ func argCount(params map[string]any) int64 {
 			if slices.Contains(recipients, ck) {
 				recips += int64(len(x))
 			}
-		case json.Number:
-			if slices.Contains(countArgs, ck) || strings.HasSuffix(ck, "_count") {
-				n = max(n, numberCount(x))
-			}
 		case string:
 			if slices.Contains(recipients, ck) {
 				recips += int64(len(strings.FieldsFunc(x, isListSep)))
 			}
 		}
+		if _, list := v.([]any); !list && (slices.Contains(countArgs, ck) || strings.HasSuffix(ck, "_count")) {
+			n = max(n, scalarCount(v))
+		}
 	}
 	return min(max(n, recips), maxCount)
 }
 
+// scalarCount reads a count argument that is not a list: a number, or a
+// string holding one ("1843022", as a model may quote it); anything else
+// (a word, an object, true, null) is unreadable and counts as the maximum.
+func scalarCount(v any) int64 {
+	switch x := v.(type) {
+	case json.Number:
+		return numberCount(x)
+	case string:
+		if num, ok := numericString(x); ok {
+			return numberCount(num)
+		}
+	}
+	return maxCount
+}
+
+// numericString is s as a JSON number when, spaces aside, it is one.
+func numericString(s string) (json.Number, bool) {
+	t := strings.TrimSpace(s)
+	if t == "" || !json.Valid([]byte(t)) || strings.ContainsAny(t[:1], `"[{tfn`) {
+		return "", false
+	}
+	return json.Number(t), true
+}
+
 // countOf is the count a count_from argument gives: a list's length, a
-// number, or the comma-separated items of a string; at least 1.
+// number or a string holding one, or the comma-separated items of another
+// string; at least 1.
 func countOf(v any) int64 {
 	switch x := v.(type) {
 	case []any:
@@ -236,6 +323,9 @@ func countOf(v any) int64 {
 	case json.Number:
 		return max(numberCount(x), 1)
 	case string:
+		if num, ok := numericString(x); ok {
+			return max(numberCount(num), 1)
+		}
 		return max(int64(len(strings.FieldsFunc(x, isListSep))), 1)
 	}
 	return 1

@@ -51,8 +51,26 @@ func TestClassifyBuiltin(t *testing.T) {
 		{"unparsable arguments", "crm_get_customer", `{"customer_id": `, "execute", "irreversible", "broad", "outbound", 1, "cautious:unparsable_arguments"},
 		{"duplicate argument", "crm_get_customer", `{"id": "1", "id": "2"}`, "execute", "irreversible", "broad", "outbound", 1, "cautious:unparsable_arguments"},
 		{"arguments not an object", "crm_get_customer", `["x"]`, "execute", "irreversible", "broad", "outbound", 1, "cautious:unparsable_arguments"},
+		{"dropping a table deletes it whole", "drop_table", `{"table": "users"}`, "delete", "irreversible", "broad", "internal", 1, "builtin"},
+		{"destroying a cluster", "destroyCluster", `{}`, "delete", "irreversible", "broad", "internal", 1, "builtin"},
+		{"truncate anywhere", "truncate_rows", `{}`, "delete", "irreversible", "broad", "internal", 1, "builtin"},
+		{"wipe a disk", "wipe_disk", `{}`, "delete", "irreversible", "broad", "internal", 1, "builtin"},
+		{"delete all", "delete_all_sessions", `{}`, "delete", "irreversible", "broad", "internal", 1, "builtin"},
+		{"a container word that is not the object", "db_delete_records", `{"id": 7}`, "delete", "irreversible", "single", "internal", 1, "builtin"},
+		{"money sent is a transaction", "send_money", `{"to": "acct_1", "amount": "10"}`, "transact", "irreversible", "single", "outbound", 1, "builtin"},
+		{"scaled to zero is an outage", "k8s_scale_deployment", `{"deployment": "api", "replicas": 0}`, "update", "irreversible", "broad", "internal", 1, "builtin"},
+		{"scaled to zero, quoted", "scaleService", `{"desired_count": "0"}`, "update", "irreversible", "broad", "internal", 1, "builtin"},
+		{"scaled to three", "k8s_scale_deployment", `{"deployment": "api", "replicas": 3}`, "update", "recoverable", "single", "internal", 1, "builtin"},
+		{"escaped lone surrogate", "crm_get_customer", `{"customer_id": "\ud800"}`, "execute", "irreversible", "broad", "outbound", 1, "cautious:unparsable_arguments"},
 		{"empty arguments", "list_invoices", ``, "read", "reversible", "single", "internal", 1, "builtin"},
 		{"negative count counts as most", "delete_rows", `{"count": -1}`, "delete", "irreversible", "systemic", "internal", maxCount, "builtin"},
+		{"a count quoted as a string is read", "db_delete_records", `{"expected_row_count": "1843022"}`,
+			"delete", "irreversible", "systemic", "internal", 1843022, "builtin"},
+		{"a quoted count with spaces", "delete_rows", `{"n": " 7 "}`, "delete", "irreversible", "scoped", "internal", 7, "builtin"},
+		{"a count that is a word counts as most", "delete_rows", `{"count": "abc"}`, "delete", "irreversible", "systemic", "internal", maxCount, "builtin"},
+		{"a count with separators counts as most", "delete_rows", `{"rows": "1,843,022"}`, "delete", "irreversible", "systemic", "internal", maxCount, "builtin"},
+		{"a count that is an object counts as most", "delete_rows", `{"limit": {"max": 5}}`, "delete", "irreversible", "systemic", "internal", maxCount, "builtin"},
+		{"a count that is true counts as most", "delete_rows", `{"row_count": true}`, "delete", "irreversible", "systemic", "internal", maxCount, "builtin"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,6 +115,9 @@ func TestToolMap(t *testing.T) {
 	assert.Equal(t, "irreversible", exact.Axes.Reversibility)
 	assert.Equal(t, "api", exact.Ref)
 	assert.Equal(t, "builtin", Classify(tm, "crm_get_customer", `{}`).By)
+	quoted := Classify(tm, "billing_void_invoices", `{"invoice_ids": "1843022"}`)
+	assert.Equal(t, int64(1843022), quoted.Count, "a count_from string holding a number is that number")
+	assert.Equal(t, int64(2), Classify(tm, "billing_void_invoices", `{"invoice_ids": "a, b"}`).Count)
 }
 
 func TestToolMapRefused(t *testing.T) {

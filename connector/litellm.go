@@ -105,8 +105,8 @@ func (g *guardrailRequest) toRequest() (Request, error) {
 }
 
 // readToolCalls checks the tool calls: each an object with a function
-// whose name is a non-empty string and whose arguments, when present, are a
-// string.
+// whose name is a string with a letter or digit (what is left of it once
+// canonicalised) and whose arguments, when present, are a string.
 func readToolCalls(in []*wireToolCall, field string) ([]ToolCall, error) {
 	out := make([]ToolCall, 0, len(in))
 	for i, w := range in {
@@ -118,6 +118,10 @@ func readToolCalls(in []*wireToolCall, field string) ([]ToolCall, error) {
 			return nil, &BadRequest{Field: at + ".function", Reason: "is required"}
 		case w.Function.Name == nil || strings.TrimSpace(*w.Function.Name) == "":
 			return nil, &BadRequest{Field: at + ".function.name", Reason: "is required and must be a non-empty string"}
+		case CanonicalTool(*w.Function.Name) == "":
+			// "___" and "💣" would both be the ability gateway/, and share
+			// its budgets and approvals.
+			return nil, &BadRequest{Field: at + ".function.name", Reason: "must contain a letter or digit"}
 		}
 		out = append(out, ToolCall{ID: deref(w.ID), Name: *w.Function.Name, Arguments: deref(w.Function.Arguments)})
 	}
