@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -58,7 +59,7 @@ func decode(raw []byte, v any, known bool) error {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		return typeError(err)
+		return typeError(raw, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Reason: "must be exactly one JSON value"}
@@ -66,11 +67,18 @@ func decode(raw []byte, v any, known bool) error {
 	return nil
 }
 
-// typeError turns a decoding error into an *Error naming its field.
-func typeError(err error) error {
+// typeError turns a decoding error of raw into an *Error naming its
+// field. A value of the wrong type is named by its path in raw, with map
+// keys and array indices ("tenants.acme.environment", "tool_calls[0].id"),
+// which encoding/json's own field name leaves out.
+func typeError(raw []byte, err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return &Error{Field: te.Field, Reason: "must be " + article(te.Type.Kind().String())}
+		field := te.Field
+		if p := pathAt(raw, int(te.Offset)); p != "" {
+			field = p
+		}
+		return &Error{Field: field, Reason: "must be " + article(te.Type.Kind().String())}
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return &Error{Field: strings.Trim(name, `"`), Reason: "unknown member"}
@@ -84,7 +92,9 @@ func article(kind string) string {
 		return "an array"
 	case "map", "struct", "ptr":
 		return "an object"
-	case "int", "int64", "float64":
+	case "int", "int64", "uint", "uint64":
+		return "an integer"
+	case "float64":
 		return "a number"
 	case "bool":
 		return "a boolean"
@@ -125,6 +135,7 @@ type frame struct {
 	object    bool
 	expectKey bool     // the next string is a member name
 	member    string   // the last member name read
+	index     int      // of an array, the element being read
 	keys      []string // the member names read, while few
 	set       map[string]bool
 }
@@ -156,20 +167,58 @@ func (f *frame) seen(name string) bool {
 	return false
 }
 
-// pathOf is the path of the member just read in the innermost frame of
-// stack: members joined by ".", "[]" for the elements of an array
-// ("x[].k").
+// pathOf is the path of the value being read in the innermost frame of
+// stack: members joined by ".", the index of an array element in brackets
+// ("x[2].k").
 func pathOf(stack []frame) string {
 	path := ""
-	for i, f := range stack {
-		if i > 0 && stack[i-1].object {
-			path = join(path, stack[i-1].member)
-		}
-		if !f.object {
-			path += "[]"
+	for _, f := range stack {
+		if f.object {
+			path = join(path, f.member)
+		} else {
+			path += "[" + strconv.Itoa(f.index) + "]"
 		}
 	}
-	return join(path, stack[len(stack)-1].member)
+	return path
+}
+
+// pathAt is the path of the innermost value of the well-formed document
+// raw that starts before offset ("" for the document itself): the value
+// encoding/json was reading when it reported an error at offset.
+func pathAt(raw []byte, offset int) string {
+	stack := make([]frame, 0, 8)
+	expectValue, last := true, ""
+	for i := 0; i < len(raw) && i < offset; i++ {
+		c := raw[i]
+		if expectValue && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ']' {
+			expectValue, last = false, pathOf(stack)
+		}
+		switch c {
+		case '{':
+			stack = append(stack, frame{object: true, expectKey: true})
+		case '[':
+			stack = append(stack, frame{})
+			expectValue = true
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ':':
+			expectValue = true
+		case ',':
+			if top := &stack[len(stack)-1]; top.object {
+				top.expectKey = true
+			} else {
+				top.index++
+				expectValue = true
+			}
+		case '"':
+			end := stringEnd(raw, i)
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
+				stack[n-1].member, stack[n-1].expectKey = memberName(raw[i:end+1]), false
+			}
+			i = end
+		}
+	}
+	return last
 }
 
 // scan walks the well-formed JSON document raw byte by byte, refusing a
@@ -190,6 +239,8 @@ func scan(raw []byte, visit func(depth int, path func() string)) error {
 		case ',':
 			if top := &stack[len(stack)-1]; top.object {
 				top.expectKey = true
+			} else {
+				top.index++
 			}
 		case '"':
 			end := stringEnd(raw, i)

@@ -28,10 +28,13 @@ func TestDecode(t *testing.T) {
 		{"duplicate top", `{"a": "x", "a": "y"}`, false, "a", "duplicate key"},
 		{"duplicate escaped", `{"a": "x", "\u0061": "y"}`, false, "a", "duplicate key"},
 		{"duplicate nested", `{"b": {"c": 1, "c": 2}}`, false, "b.c", "duplicate key"},
-		{"duplicate in array", `{"x": [{"k": 1, "k": 2}]}`, false, "x[].k", "duplicate key"},
+		{"duplicate in array", `{"x": [{"k": 1, "k": 2}]}`, false, "x[0].k", "duplicate key"},
+		{"duplicate in a later element", `{"x": [{"k": 1}, {"j": [1, 2], "k": 1, "k": 2}]}`, false, "x[1].k", "duplicate key"},
 		{"unknown nested", `{"b": {"d": 1}}`, true, "b.d", "unknown member"},
 		{"unknown allowed", `{"z": 1}`, false, "", ""},
 		{"type", `{"a": 1}`, true, "a", "must be a string"},
+		{"type nested", `{"a": "x", "b": {"c": "1"}}`, true, "b.c", "must be an integer"},
+		{"integer, not a fraction", `{"b": {"c": 1.5}}`, true, "b.c", "must be an integer"},
 		{"trailing", `{"a": "x"} {}`, true, "", "exactly one JSON value"},
 		{"broken", `{"a": `, true, "", "not well-formed"},
 		{"escaped quote in name", `{"a\"b": 1, "a\"b": 2}`, false, `a"b`, "duplicate key"},
@@ -50,6 +53,39 @@ func TestDecode(t *testing.T) {
 			assert.Equal(t, tc.field, e.Field)
 			assert.Contains(t, e.Reason, tc.match)
 		})
+	}
+}
+
+// TestTypeErrorPath: a value of the wrong type is named by its whole path,
+// map keys and array indices included, which encoding/json's own field
+// name leaves out.
+func TestTypeErrorPath(t *testing.T) {
+	type call struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	var d struct {
+		Tenants map[string]struct {
+			Env  string   `json:"environment"`
+			Tags []string `json:"tags"`
+		} `json:"tenants"`
+		Calls   []call            `json:"tool_calls"`
+		Headers map[string]string `json:"request_headers"`
+	}
+	for raw, field := range map[string]string{
+		`{"tenants": {"a": {"environment": "dev"}, "b": {"environment": 5}}}`:                   "tenants.b.environment",
+		`{"tenants": {"a": {"tags": ["x", 2]}}}`:                                                "tenants.a.tags[1]",
+		`{"tenants": {"a": {"environment": ["prod"]}}}`:                                         "tenants.a.environment",
+		`{"tool_calls": [{"id": "c1"}, {"id": 7}]}`:                                             "tool_calls[1].id",
+		`{"tool_calls": [{"id": "c1", "function": {"name": "x"}}, {"function": {"name": {}}}]}`: "tool_calls[1].function.name",
+		`{"request_headers": {"x-a": "1", "x-svc-session": 2}}`:                                 "request_headers.x-svc-session",
+		`{"tool_calls": {"id": "c1"}}`:                                                          "tool_calls",
+	} {
+		var e *Error
+		require.ErrorAs(t, Decode([]byte(raw), &d, false), &e, raw)
+		assert.Equal(t, field, e.Field, raw)
 	}
 }
 
@@ -172,7 +208,8 @@ func FuzzDecode(f *testing.F) {
 }
 
 // referenceDecode is Decode as it was: json.Valid, a duplicate scan with
-// a path string and a map per object, then the decoder.
+// a path string (array elements by index) and a map per object, then the
+// decoder.
 func referenceDecode(raw []byte, v any, known bool) error {
 	if !json.Valid(raw) {
 		return &Error{Reason: "not well-formed JSON (exactly one JSON value)"}
@@ -180,6 +217,7 @@ func referenceDecode(raw []byte, v any, known bool) error {
 	type rframe struct {
 		object, expectKey bool
 		path, member      string
+		index             int
 		keys              map[string]bool
 	}
 	var stack []*rframe
@@ -190,7 +228,8 @@ func referenceDecode(raw []byte, v any, known bool) error {
 		if top := stack[len(stack)-1]; top.object {
 			return join(top.path, top.member)
 		}
-		return stack[len(stack)-1].path
+		top := stack[len(stack)-1]
+		return fmt.Sprintf("%s[%d]", top.path, top.index)
 	}
 	var members []string
 	for i := 0; i < len(raw); i++ {
@@ -198,12 +237,14 @@ func referenceDecode(raw []byte, v any, known bool) error {
 		case '{':
 			stack = append(stack, &rframe{object: true, path: childPath(), expectKey: true, keys: map[string]bool{}})
 		case '[':
-			stack = append(stack, &rframe{path: childPath() + "[]"})
+			stack = append(stack, &rframe{path: childPath()})
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 		case ',':
 			if top := stack[len(stack)-1]; top.object {
 				top.expectKey = true
+			} else {
+				top.index++
 			}
 		case '"':
 			end := stringEnd(raw, i)
