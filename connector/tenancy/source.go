@@ -106,20 +106,31 @@ func (s *Source) setErr(err error) {
 }
 
 // Watch reloads the file every interval until ctx ends, calling report
-// after each reload that changed the map or failed.
+// after each reload that changed the map, and after one that failed
+// otherwise than the reload before it: a file left invalid is reported
+// once, not at every interval (Status shows the error meanwhile).
 func (s *Source) Watch(ctx context.Context, interval time.Duration, report func(changed bool, err error)) {
 	if s.path == "" {
 		return
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	reported := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if changed, err := s.Reload(); changed || err != nil {
-				report(changed, err)
+			changed, err := s.Reload()
+			switch {
+			case err != nil && err.Error() != reported:
+				reported = err.Error()
+				report(false, err)
+			case err == nil:
+				reported = ""
+				if changed {
+					report(true, nil)
+				}
 			}
 		}
 	}

@@ -7,11 +7,14 @@ package tenancy
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/svc-dev/svc/connector/internal/strictjson"
+	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // Tenant is one tenant record of the map.
@@ -125,9 +128,15 @@ func (m *Map) Orgs() int {
 // unknown member, no member twice); every tenant has an org, a principal
 // and a known environment; every binding names a tenant; evidence keys
 // ending in _env hold environment variable names; and no value anywhere is
-// a literal secret. Errors name the member at fault, never its value.
+// a literal secret, whole or inside a value (a token in a URL, a
+// password in its user part), nor is a tenant's name. The text must be
+// I-JSON (no invalid UTF-8, which would be read as U+FFFD). Errors name
+// the member at fault, never its value.
 func Parse(raw []byte) (*Map, error) {
 	var m Map
+	if err := ijson.Check(raw); err != nil {
+		return nil, fmt.Errorf("tenancy map: %w", err)
+	}
 	if err := strictjson.Decode(raw, &m, true); err != nil {
 		return nil, err
 	}
@@ -144,8 +153,11 @@ func (m *Map) validate() error {
 	if len(m.Tenants) == 0 {
 		return errors.New("tenants: must name at least one tenant")
 	}
-	for _, name := range sortedKeys(m.Tenants) {
+	for i, name := range sortedKeys(m.Tenants) {
 		t := m.Tenants[name]
+		if HoldsSecret(name) {
+			return fmt.Errorf("tenants[%d]: the tenant's name holds what looks like a literal secret; a tenancy map carries no secrets", i)
+		}
 		if t == nil {
 			return fmt.Errorf("tenants.%s: must be an object", name)
 		}
@@ -172,14 +184,14 @@ func (t *Tenant) validate() error {
 		if strings.TrimSpace(f.value) == "" {
 			return fmt.Errorf("%s: is required and must be a non-empty string", f.name)
 		}
-		if SecretShaped(f.value) {
+		if HoldsSecret(f.value) {
 			return fmt.Errorf("%s: holds what looks like a literal secret; a tenancy map carries no secrets", f.name)
 		}
 	}
 	if !environments[strings.ToLower(strings.TrimSpace(t.Environment))] {
 		return fmt.Errorf("environment: must be production, staging or dev (or an alias: prod, stage, test, …), got %q", t.Environment)
 	}
-	if SecretShaped(t.Label) {
+	if HoldsSecret(t.Label) {
 		return errors.New("label: holds what looks like a literal secret; a tenancy map carries no secrets")
 	}
 	for _, k := range sortedKeys(t.Evidence) {
@@ -187,7 +199,7 @@ func (t *Tenant) validate() error {
 		switch {
 		case strings.HasSuffix(k, "_env") && !envNameRE.MatchString(v):
 			return fmt.Errorf("evidence.%s: must hold the NAME of an environment variable, not a value", k)
-		case SecretShaped(v) || (!strings.HasSuffix(k, "_env") && secretName(k)):
+		case HoldsSecret(v) || HoldsSecret(k) || (!strings.HasSuffix(k, "_env") && secretName(k)):
 			return fmt.Errorf("evidence.%s: a literal secret is refused; name an environment variable in a key ending _env (%s_env)", k, strings.TrimSuffix(k, "_env"))
 		}
 	}
@@ -201,7 +213,7 @@ func (m *Map) checkBindings(dim string, table map[string]string) error {
 		switch {
 		case dim == "key_hash" && !IsKeyHash(k):
 			return fmt.Errorf("%s: a key_hash must be the sha256 hex of a virtual key (64 lower-case hex digits), never the key itself", field)
-		case SecretShaped(k):
+		case dim != "key_hash" && HoldsSecret(k):
 			return fmt.Errorf("%s: holds what looks like a literal secret; bind on key_hash, key_alias or team_id", field)
 		case m.Tenants[name] == nil:
 			return fmt.Errorf("%s: names tenant %q, which the map does not define", field, name)
@@ -229,6 +241,48 @@ func SecretShaped(s string) bool {
 		return true
 	}
 	return randomLooking(s)
+}
+
+// HoldsSecret reports whether s is a secret (SecretShaped) or carries one:
+// a URL with a password in its user part or a credential-named query
+// parameter with a value (?token=…, &sig=…), or any secret-shaped word of
+// it, words being split at the characters that separate the parts of
+// URLs, headers and lists.
+func HoldsSecret(s string) bool {
+	if SecretShaped(s) {
+		return true
+	}
+	if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.Scheme != "" {
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+		for k, vs := range u.Query() {
+			if (secretName(k) || secretParams[strings.ToLower(k)]) && slices.ContainsFunc(vs, func(v string) bool { return v != "" }) {
+				return true
+			}
+		}
+	}
+	words := strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune("?&#;,@ \t\r\n'\"<>()[]{}|", r) })
+	if len(words) > 1 || (len(words) == 1 && words[0] != s) {
+		for _, w := range words {
+			if SecretShaped(w) || SecretShaped(afterLast(w, "=")) || SecretShaped(afterLast(w, ":")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// secretParams are URL query parameters that carry credentials under names
+// secretName does not catch.
+var secretParams = map[string]bool{"key": true, "sig": true, "signature": true, "code": true, "access_key": true}
+
+// afterLast is what follows the last sep in s, or s.
+func afterLast(s, sep string) string {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[i+len(sep):]
+	}
+	return s
 }
 
 // randomLooking is true of a string of at least 32 characters drawn from

@@ -1,10 +1,12 @@
 package tenancy
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,6 +44,19 @@ func TestParseRefuses(t *testing.T) {
 		"secret as label": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod", "label": "xoxb-123456789012-abcdefgh"}`, `{}`),
 			"label: holds what looks like a literal secret"},
 		"jwt alias": {mapDoc(goodTenant, `{"key_alias": {"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc": "a"}}`), "literal secret"},
+		"token in an evidence URL": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod",
+			"evidence": {"url": "https://e.x/push?token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}`, `{}`), "evidence.url: a literal secret is refused"},
+		"short token in a URL parameter": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod",
+			"evidence": {"url": "https://e.x/push?access_token=hunter2"}}`, `{}`), "evidence.url: a literal secret is refused"},
+		"password in an evidence URL": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod",
+			"evidence": {"url": "https://user:hunter2@e.x/push"}}`, `{}`), "evidence.url: a literal secret is refused"},
+		"key inside a label": {mapDoc(`{"org": "o", "principal": "p", "environment": "prod", "label": "ops (sk-live-4f9a8b7c6d5e4f3a2b1c)"}`, `{}`),
+			"label: holds what looks like a literal secret"},
+		"secret as a tenant's name": {`{"version": 1, "tenants": {"sk-live-4f9a8b7c6d5e4f3a2b1c": ` + goodTenant + `}}`,
+			"tenants[0]: the tenant's name holds what looks like a literal secret"},
+		"invalid UTF-8":               {mapDoc("{\"org\": \"a\xffb\", \"principal\": \"p\", \"environment\": \"prod\"}", `{}`), "invalid UTF-8"},
+		"version a fraction":          {`{"version": 1.5, "tenants": {"a": ` + goodTenant + `}}`, "version: must be an integer"},
+		"type error names the tenant": {mapDoc(`{"org": "o", "principal": "p", "environment": 5}`, `{}`), "tenants.a.environment: must be a string"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -63,6 +78,10 @@ func TestBindOrder(t *testing.T) {
 			"team_id": {"838957f7-5698-4654-81cb-198f2efce146": "t"}}}`))
 	require.NoError(t, err)
 	assert.Equal(t, 3, m.Orgs())
+	for _, ok := range []string{"https://e.example/push?tenant=acme&region=eu-1", "ops team (billing)", "human:support-lead",
+		"838957f7-5698-4654-81cb-198f2efce146"} {
+		assert.False(t, HoldsSecret(ok), ok)
+	}
 	cases := []struct {
 		c    Caller
 		name string
@@ -133,4 +152,52 @@ func TestIsKeyHash(t *testing.T) {
 	} {
 		assert.Equal(t, want, IsKeyHash(s), s)
 	}
+}
+
+// TestWatchReportsAFailureOnce: a file left invalid is reported once, not
+// at every poll; another failure, and a good file after it, are reported.
+func TestWatchReportsAFailureOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "map.json")
+	require.NoError(t, os.WriteFile(path, []byte(mapDoc(goodTenant, `{}`)), 0o600))
+	src, err := Open(path)
+	require.NoError(t, err)
+	type report struct {
+		changed bool
+		failed  bool
+	}
+	reports := make(chan report, 100)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		src.Watch(ctx, 5*time.Millisecond, func(changed bool, err error) { reports <- report{changed, err != nil} })
+	}()
+	next := func() report {
+		select {
+		case r := <-reports:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatal("no report")
+			return report{}
+		}
+	}
+	replace(t, path, `{"version": 1`)
+	assert.Equal(t, report{failed: true}, next())
+	time.Sleep(100 * time.Millisecond) // some twenty polls of the same invalid file
+	assert.Empty(t, reports, "the same failure is not reported again")
+	replace(t, path, `{"version": 2}`)
+	assert.Equal(t, report{failed: true}, next(), "another failure is")
+	replace(t, path, mapDoc(goodTenant, `{"key_alias": {"x": "a"}}`))
+	assert.Equal(t, report{changed: true}, next())
+	cancel()
+	<-done
+}
+
+// replace writes doc to path by renaming a whole file over it, so that a
+// poll never reads it half written.
+func replace(t *testing.T, path, doc string) {
+	t.Helper()
+	tmp := path + ".new"
+	require.NoError(t, os.WriteFile(tmp, []byte(doc), 0o600))
+	require.NoError(t, os.Rename(tmp, path))
 }
