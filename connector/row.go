@@ -13,6 +13,9 @@ import (
 // Row is one ledger row: the connector's record of one tool call (gateway
 // spec §2.3). It never holds the model's prose or a key.
 type Row struct {
+	// Seq is the row's order in the ledger, set when it is read back (the
+	// ledger numbers rows as it commits them; 0 in a row being recorded).
+	Seq                   int64         `json:"seq"`
 	Time                  time.Time     `json:"ts"`
 	DecisionID            *string       `json:"decision_id"`
 	Outcome               string        `json:"outcome"`

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/svc-dev/svc/database"
 )
 
 // Backup writes a consistent copy of the database at path to the new file
@@ -33,13 +35,13 @@ func Backup(ctx context.Context, path, to string) error {
 	if err := vacuumInto(ctx, path, name); err != nil {
 		return err
 	}
-	if err := syncDir(name); err != nil { // opens and syncs a file as it does a directory
+	if err := database.SyncDir(name); err != nil { // opens and syncs a file as it does a directory
 		return fmt.Errorf("backup to %s: %w", to, err)
 	}
 	if err := os.Link(name, to); err != nil {
 		return fmt.Errorf("backup to %s: %w", to, err)
 	}
-	return syncDir(filepath.Dir(to))
+	return database.SyncDir(filepath.Dir(to))
 }
 
 // vacuumInto copies the database at path into the empty file to and

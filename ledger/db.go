@@ -167,7 +167,7 @@ func (db *DB) open(ctx context.Context) error {
 	if strings.ContainsRune(db.path, '?') {
 		return errors.New("path must not contain '?'")
 	}
-	created, err := createFile(db.path)
+	created, err := database.CreateFile(db.path)
 	if err != nil {
 		return err
 	}
@@ -190,25 +190,6 @@ func (db *DB) open(ctx context.Context) error {
 	// The migrations have written the file, so it exists now.
 	db.file, err = os.Stat(db.path)
 	return err
-}
-
-// createFile creates an empty file at path (SQLite reads an empty file as
-// an empty database), readable by its owner only (0600, as the audit log:
-// SQLite would create it 0644, and its write-ahead log and shared-memory
-// files take the mode of the database file), unless one exists, and
-// reports whether it did. An existing file keeps the mode it has.
-func createFile(path string) (bool, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := f.Close(); err != nil {
-		return true, err
-	}
-	return true, syncDir(filepath.Dir(path))
 }
 
 // dsn is the SQLite URI of the file at path: "file:" and the path, with

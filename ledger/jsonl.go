@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
+
+	"github.com/svc-dev/svc/database"
 )
 
 // jsonl is the append-only audit file. Only the group-commit leader writes
@@ -52,7 +54,7 @@ func (j *jsonl) open() error {
 	}
 	// The file may have just been created: make its directory entry durable
 	// too, or a power cut could lose the whole file.
-	if err := syncDir(filepath.Dir(j.path)); err != nil {
+	if err := database.SyncDir(filepath.Dir(j.path)); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("open audit log %s: %w", j.path, err)
 	}
@@ -75,15 +77,6 @@ func (j *jsonl) markSynced(n uint64) {
 			return
 		}
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = d.Close() }()
-	return d.Sync()
 }
 
 // endsTorn reports whether the file at path is non-empty and does not end

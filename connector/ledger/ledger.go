@@ -150,6 +150,8 @@ func Open(ctx context.Context, path string, synced bool) (*Ledger, error) {
 		dsn = "file:svc-gateway-" + hex.EncodeToString(b[:]) + "?mode=memory&cache=shared&_busy_timeout=5000&_txlock=immediate"
 	} else if strings.ContainsRune(path, '?') {
 		return nil, errors.New("ledger path must not contain '?'")
+	} else if _, err := database.CreateFile(path); err != nil { // 0600: rows may keep params (log_params)
+		return nil, fmt.Errorf("open gateway ledger %s: %w", path, err)
 	}
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
@@ -477,7 +479,7 @@ func rowsOf(group []*batch) []connector.Row {
 
 // Recent lists the last limit rows, newest first.
 func (l *Ledger) Recent(ctx context.Context, limit int) ([]connector.Row, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT `+columns+` FROM gateway_ledger ORDER BY seq DESC LIMIT ?`, limit)
+	rows, err := l.db.QueryContext(ctx, `SELECT seq, `+columns+` FROM gateway_ledger ORDER BY seq DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read gateway ledger: %w", err)
 	}
@@ -488,7 +490,7 @@ func (l *Ledger) Recent(ctx context.Context, limit int) ([]connector.Row, error)
 		var ts string
 		var hd, params *string
 		var obligations string
-		if err := rows.Scan(&ts, &r.DecisionID, &r.Outcome, &r.Verdict, &r.Rule, &r.Reason, &r.EnvelopeHash, &r.Org,
+		if err := rows.Scan(&r.Seq, &ts, &r.DecisionID, &r.Outcome, &r.Verdict, &r.Rule, &r.Reason, &r.EnvelopeHash, &r.Org,
 			&r.Session, &r.Tool, &r.ToolCallID, &r.EnforcementStage, &r.ReleasedAfterApproval, &r.HoldID, &hd,
 			&r.Transport, &r.APIBaseHost, &r.DeploymentID, &r.Provider, &r.Mode, &r.Enforced, &r.Model,
 			&r.ClassifiedBy, &r.GatewayCallID, &r.KeyAlias, &obligations, &params); err != nil {

@@ -52,6 +52,8 @@ func TestRecordAndRecent(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		require.Equal(t, "c2", got[0].ToolCallID, "newest first")
+		require.Positive(t, got[1].Seq)
+		require.Greater(t, got[0].Seq, got[1].Seq, "seq numbers the rows in order")
 		require.Nil(t, got[0].Org)
 		require.Equal(t, rows[0].HoldDecision, got[1].HoldDecision)
 		require.Equal(t, "acme", *got[1].Org)
@@ -62,6 +64,34 @@ func TestRecordAndRecent(t *testing.T) {
 		require.Nil(t, got[0].Params, "params are recorded only under log_params")
 		require.NoError(t, l.Close())
 	}
+}
+
+// TestLedgerFileIsOwnerOnly: the ledger file, and so its write-ahead log,
+// is created readable by its owner only, as the engine's database is: its
+// rows may keep a call's params (log_params). An existing file keeps its
+// mode.
+func TestLedgerFileIsOwnerOnly(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "gw.db")
+	l, err := ledger.Open(ctx, path, true)
+	require.NoError(t, err)
+	require.NoError(t, l.Record(ctx, []connector.Row{{Time: time.Unix(1, 0), Outcome: "allow", Rule: "r", Tool: "a",
+		ToolCallID: "c1", EnforcementStage: connector.StageAllowed, Transport: connector.TransportGuardrailAPI, Mode: "enforce"}}))
+	for _, f := range []string{path, path + "-wal"} {
+		info, err := os.Stat(f)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), f)
+	}
+	require.NoError(t, l.Close())
+
+	shared := filepath.Join(t.TempDir(), "shared.db")
+	require.NoError(t, os.WriteFile(shared, nil, 0o640))
+	l, err = ledger.Open(ctx, shared, true)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	info, err := os.Stat(shared)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o640), info.Mode().Perm(), "an existing file keeps its mode")
 }
 
 // A ledger file of a connector from before the obligations and params
