@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,9 +79,13 @@ func TestConnectorFixtures(t *testing.T) {
 				for _, col := range []string{"api_base_host", "deployment_id", "provider"} {
 					assert.Nil(t, row[col], col)
 				}
+				// Path 1 answers BLOCKED for the whole response when a call
+				// is refused: every call of it was refused at the gateway.
 				stage := "refused_at_gateway"
 				if want == "allow" {
-					stage = "allowed_at_gateway"
+					if !slices.ContainsFunc(tc.outcomes, func(o string) bool { return o != "allow" }) {
+						stage = "allowed_at_gateway"
+					}
 					assert.NotEmpty(t, row["decision_id"])
 					assert.NotEmpty(t, row["envelope_hash"])
 				}
@@ -109,6 +114,11 @@ func TestConnectorLedgerHoldsNoProseOrKey(t *testing.T) {
 	unset := runSvc(t, nil, nil, "connector", "ledger")
 	require.Equal(t, 2, unset.code, unset.output())
 	require.Contains(t, unset.stderr, "SVC_GATEWAY_LEDGER_PATH")
+	missing := filepath.Join(t.TempDir(), "typo.db")
+	none := runSvc(t, map[string]string{"SVC_GATEWAY_LEDGER_PATH": missing}, nil, "connector", "ledger")
+	require.Equal(t, 1, none.code, none.output())
+	require.Contains(t, none.stderr, "no ledger to read at "+missing)
+	require.NoFileExists(t, missing, "reading a ledger creates none")
 	raw, err := os.ReadFile(g.env["SVC_GATEWAY_LEDGER_PATH"])
 	require.NoError(t, err)
 	wal, _ := os.ReadFile(g.env["SVC_GATEWAY_LEDGER_PATH"] + "-wal")
@@ -126,7 +136,9 @@ func TestConnectorRoutesAndAuth(t *testing.T) {
 	require.Equal(t, 401, postKey(t, u, "", body).Status)
 	require.Equal(t, 401, postKey(t, u, "wrong", body).Status)
 	require.Equal(t, 401, postKey(t, g.conn.URL+"/v1/gateway/tool-calls", "wrong", map[string]any{}).Status)
-	for _, path := range []string{"/beta/gateway_basic_guardrail_api", "/v1/decide", "/", "/beta/litellm_basic_guardrail_api/x"} {
+	for _, path := range []string{"/beta/gateway_basic_guardrail_api", "/v1/decide", "/", "/beta/litellm_basic_guardrail_api/x",
+		"//beta/litellm_basic_guardrail_api", "/beta/./litellm_basic_guardrail_api", "/beta/x/../litellm_basic_guardrail_api",
+		"//healthz", "/healthz/"} {
 		resp, err := http.Post(g.conn.URL+path, "application/json", strings.NewReader("{}"))
 		require.NoError(t, err)
 		readAll(t, resp)
@@ -177,9 +189,11 @@ func TestConnectorCountersMove(t *testing.T) {
 		"05_pre_call_prompt_and_tools.json", "06_post_call_unmapped_key_hash_only.json"} {
 		require.Equal(t, 200, g.guardrail(t, fixture(t, f)).Status)
 	}
+	bad := postKey(t, g.conn.URL+"/beta/litellm_basic_guardrail_api", connectorToken, []byte(`{"input_type":"response","model":5}`))
+	require.Equal(t, "BLOCKED", bad.str("action"))
 	h := g.health(t, connectorToken)
 	for name, want := range map[string]float64{"responses_seen": 5, "tool_calls_decided": 5, "allowed": 2, "blocked": 3,
-		"pre_call_requests": 1, "unmapped_tenant": 1, "internal_errors": 0, "unauthorised": 0} {
+		"pre_call_requests": 1, "unmapped_tenant": 1, "internal_errors": 0, "unauthorised": 0, "invalid_requests": 1} {
 		assert.Equal(t, want, counter(t, h, name), name)
 	}
 }
@@ -194,7 +208,12 @@ func TestConnectorEngineDown(t *testing.T) {
 	require.Len(t, refused, 1)
 	require.Equal(t, "svc.core/fail_closed", refused[0]["rule"])
 	require.Equal(t, "svc_fail_closed", refused[0]["error"])
-	require.Contains(t, refused[0]["reason"], "engine unreachable")
+	require.Contains(t, refused[0]["reason"], "engine unreachable (connection failed)")
+	require.NotContains(t, r.str("blocked_reason"), "127.0.0.1:1", "the engine's address does not reach the client")
+	p.stop(t)
+	rows := runSvc(t, map[string]string{"SVC_GATEWAY_LEDGER_PATH": env["SVC_GATEWAY_LEDGER_PATH"]}, nil, "connector", "ledger", "-o", "json")
+	require.Zero(t, rows.code, rows.output())
+	require.Contains(t, rows.stdout, "engine unreachable at http://127.0.0.1:1", "the ledger keeps it for the operator")
 }
 
 // TestConnectorObserveMode: nothing is blocked, but the ledger and the
@@ -206,6 +225,11 @@ func TestConnectorObserveMode(t *testing.T) {
 		r := g.guardrail(t, fixture(t, f))
 		require.Equal(t, "NONE", r.str("action"), "%s: %v", f, r.Body)
 	}
+	for _, body := range []string{`{bad`, `{"input_type":"response","model":5}`} {
+		r := postKey(t, g.conn.URL+"/beta/litellm_basic_guardrail_api", connectorToken, []byte(body))
+		require.Equal(t, 200, r.Status, body)
+		require.Equal(t, "NONE", r.str("action"), "an unreadable body is not blocked in observe mode: %s", body)
+	}
 	rows := g.ledgerRows(t)
 	require.Len(t, rows, 3)
 	for i, want := range []string{"hold_timeout", "unmapped", "deny"} {
@@ -216,6 +240,7 @@ func TestConnectorObserveMode(t *testing.T) {
 	}
 	h := g.health(t, connectorToken)
 	require.Equal(t, float64(3), counter(t, h, "blocked"))
+	require.Equal(t, float64(2), counter(t, h, "invalid_requests"))
 	require.Equal(t, "observe", h.str("mode"))
 }
 

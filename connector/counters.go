@@ -13,11 +13,12 @@ type Counters struct {
 	UnmappedTenant   atomic.Int64 // requests from callers the tenancy map binds to no org
 	InternalErrors   atomic.Int64 // faults answered fail closed (engine away, ledger, panics)
 	Unauthorised     atomic.Int64 // requests without the connector token
+	InvalidRequests  atomic.Int64 // request bodies the connector could not read
 }
 
 // CounterNames lists the counters in the order Snapshot reports them.
 var CounterNames = []string{"responses_seen", "tool_calls_decided", "allowed", "blocked", "pre_call_requests",
-	"unmapped_tenant", "internal_errors", "unauthorised"}
+	"unmapped_tenant", "internal_errors", "unauthorised", "invalid_requests"}
 
 // Snapshot reads every counter.
 func (c *Counters) Snapshot() map[string]int64 {
@@ -25,7 +26,7 @@ func (c *Counters) Snapshot() map[string]int64 {
 		"responses_seen": c.ResponsesSeen.Load(), "tool_calls_decided": c.ToolCallsDecided.Load(),
 		"allowed": c.Allowed.Load(), "blocked": c.Blocked.Load(), "pre_call_requests": c.PreCallRequests.Load(),
 		"unmapped_tenant": c.UnmappedTenant.Load(), "internal_errors": c.InternalErrors.Load(),
-		"unauthorised": c.Unauthorised.Load(),
+		"unauthorised": c.Unauthorised.Load(), "invalid_requests": c.InvalidRequests.Load(),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -89,7 +90,10 @@ func NewHTTPDecider(base *url.URL, token string, verifyTLS bool, timeout time.Du
 	tr.MaxIdleConnsPerHost = 256
 	tr.IdleConnTimeout = 90 * time.Second
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !verifyTLS} //nolint:gosec // explicit opt-out
-	return &HTTPDecider{base: base, token: token, timeout: timeout, client: &http.Client{Transport: tr}}
+	return &HTTPDecider{base: base, token: token, timeout: timeout, client: &http.Client{Transport: tr,
+		// A redirect is not a decision: it is refused rather than followed,
+		// so that the envelope and the token go to the engine configured.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 // UseRootCAs makes the decider trust the authorities of roots (SVC_CA_FILE)
@@ -201,7 +205,7 @@ func (d *HTTPDecider) do(ctx context.Context, method string, u *url.URL, body []
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("engine unreachable at %s: %w", d.base.Redacted(), unwrapURLError(err))
+		return 0, nil, &UnreachableError{URL: d.base.Redacted(), Err: unwrapURLError(err)}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
@@ -209,6 +213,35 @@ func (d *HTTPDecider) do(ctx context.Context, method string, u *url.URL, body []
 		return resp.StatusCode, nil, fmt.Errorf("read engine answer: %w", err)
 	}
 	return resp.StatusCode, raw, nil
+}
+
+// UnreachableError is an engine the connector could not reach, or that
+// did not answer in time.
+type UnreachableError struct {
+	URL string // redacted
+	Err error
+}
+
+// Error names the engine's URL and the network error: for the log and the
+// ledger, which the operator reads.
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("engine unreachable at %s: %v", e.URL, e.Err)
+}
+
+// Unwrap returns the network error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Public says what failed without the engine's address or the network
+// details, for a refusal that reaches the gateway's client.
+func (e *UnreachableError) Public() string {
+	var ne net.Error
+	switch {
+	case errors.Is(e.Err, context.DeadlineExceeded) || (errors.As(e.Err, &ne) && ne.Timeout()):
+		return "engine unreachable (timed out)"
+	case errors.Is(e.Err, context.Canceled):
+		return "engine unreachable (the request was cancelled)"
+	}
+	return "engine unreachable (connection failed)"
 }
 
 // unwrapURLError drops the *url.Error wrapper, whose message repeats the

@@ -76,6 +76,48 @@ func TestHTTPDeciderAnswers(t *testing.T) {
 	require.ErrorAs(t, err, &inv, "an envelope the engine would refuse is not sent")
 }
 
+// TestHTTPDeciderFollowsNoRedirect: an engine URL that redirects elsewhere
+// (a misconfigured proxy, a hostile one) is not followed with the envelope
+// and the token; the redirect is not a decision.
+func TestHTTPDeciderFollowsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		elsewhere.Add(1)
+		_, _ = w.Write([]byte(`{"decision": "allow"}`))
+	}))
+	t.Cleanup(other.Close)
+	redirecting := httptest.NewServer(http.RedirectHandler(other.URL+"/v1/decide", http.StatusTemporaryRedirect))
+	t.Cleanup(redirecting.Close)
+	u, err := url.Parse(redirecting.URL)
+	require.NoError(t, err)
+	_, err = NewHTTPDecider(u, "tok", true, 5*time.Second).Decide(context.Background(), validEnvelope())
+	require.ErrorContains(t, err, "engine answered 307")
+	assert.Zero(t, elsewhere.Load(), "the redirect is not followed")
+}
+
+// TestUnreachableErrorSaysLessInPublic: an engine out of reach is named
+// with its URL and network error for the operator, and by the kind of
+// failure alone for the gateway's client.
+func TestUnreachableErrorSaysLessInPublic(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for srv, public := range map[*httptest.Server]string{slow: "engine unreachable (timed out)",
+		closed: "engine unreachable (connection failed)"} {
+		u, err := url.Parse(srv.URL)
+		require.NoError(t, err)
+		_, err = NewHTTPDecider(u, "tok", true, 200*time.Millisecond).Decide(context.Background(), validEnvelope())
+		var ue *UnreachableError
+		require.ErrorAs(t, err, &ue)
+		assert.Equal(t, public, ue.Public())
+		assert.NotContains(t, ue.Public(), u.Host)
+		assert.Contains(t, ue.Error(), "engine unreachable at "+srv.URL)
+	}
+}
+
 // TestAwaitHoldPollsAnEngineWithoutLongPoll: an engine that answers a
 // pending hold at once is read again until the wait ends or it is decided.
 func TestAwaitHoldPollsAnEngineWithoutLongPoll(t *testing.T) {

@@ -302,6 +302,12 @@ func (g *Governor) engineFault(c *call, err error) {
 	g.counters.add(&g.counters.InternalErrors, 1)
 	by := c.out.classifiedBy
 	c.out = g.failClosed(c.tc, "the engine could not decide: "+err.Error())
+	var ue *UnreachableError
+	if errors.As(err, &ue) {
+		// The refusal reaches the gateway's client: not the engine's
+		// address. The ledger row and the log keep it.
+		c.out.Refusal.Reason = "the engine could not decide: " + ue.Public() + "; refused (fail closed)"
+	}
 	c.out.classifiedBy = by
 }
 
@@ -329,6 +335,11 @@ func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *te
 			g.log.Error().Err(err).Str("tool", c.tc.Name).Msg("params of a log_params obligation unrecordable; tool call refused (fail closed)")
 			c.out = g.failClosed(c.tc, "the params a log_params obligation asks for could not be recorded")
 			rows[i], _ = g.row(req, c, t, session) // no obligation left: cannot fail
+		}
+	}
+	if withheldWhole(req, calls) {
+		for i := range rows {
+			rows[i].EnforcementStage = StageRefused // the gateway was told BLOCKED for every call
 		}
 	}
 	if len(rows) > 0 {
@@ -361,6 +372,16 @@ func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *te
 		}
 	}
 	return res
+}
+
+// withheldWhole reports whether the answer refuses every call of req: on
+// path 1, where a response is BLOCKED as a whole, when any call is refused
+// and enforced.
+func withheldWhole(req Request, calls []*call) bool {
+	if req.Transport == TransportInProcess {
+		return false
+	}
+	return slices.ContainsFunc(calls, func(c *call) bool { return c.out.Enforced && c.out.Refused() })
 }
 
 // released reports whether a call reaches the client: every call in

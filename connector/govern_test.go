@@ -416,3 +416,46 @@ func (scriptedObligations) Decide(_ context.Context, env *envelope.Envelope) (De
 func (scriptedObligations) AwaitHold(context.Context, string, time.Duration) (Hold, error) {
 	return Hold{}, errors.New("no hold")
 }
+
+// allowButDecider allows every call but deny_me, which it denies.
+type allowButDecider struct{ scriptedDecider }
+
+func (allowButDecider) Decide(_ context.Context, env *envelope.Envelope) (Decision, error) {
+	if env.Action.Ability == "gateway/deny_me" {
+		return Decision{Decision: "deny", Rule: "svc.policy/y", Reason: "no", DecisionID: "d-deny"}, nil
+	}
+	return Decision{Decision: "allow", Rule: "svc.policy/default_allow", DecisionID: "d-allow"}, nil
+}
+
+// An allowed call beside a denied one: path 1 answers BLOCKED for the
+// whole response, so the allowed call's row says it was refused at the
+// gateway (what the gateway was told); path 2 releases it, and its row
+// says so. The outcome stays the engine's allow on both.
+func TestLedgerStageOfAnAllowedCallInARefusedResponse(t *testing.T) {
+	allowed := ToolCall{ID: "call_1", Name: "crm_get_customer", Arguments: `{"customer_id": "cus_1"}`}
+	denied := ToolCall{ID: "call_2", Name: "deny_me", Arguments: `{}`}
+	for transport, want := range map[string]string{TransportGuardrailAPI: StageRefused, TransportInProcess: StageAllowed} {
+		t.Run(transport, func(t *testing.T) {
+			led := &memLedger{}
+			g := NewGovernor(GovernorConfig{Mode: ModeEnforce, Decider: &allowButDecider{}, Tenancy: testTenancy(t),
+				Ledger: led, Counters: &Counters{}, Log: zerolog.Nop()})
+			req := opsRequest(allowed, denied)
+			req.Transport = transport
+			res := g.Govern(context.Background(), req)
+			require.Len(t, led.rows, 2)
+			assert.Equal(t, OutcomeAllow, res.Outcomes[0].Outcome)
+			assert.Equal(t, OutcomeAllow, led.rows[0].Outcome)
+			assert.Equal(t, want, led.rows[0].EnforcementStage)
+			assert.Equal(t, StageRefused, led.rows[1].EnforcementStage)
+		})
+	}
+	t.Run("observe", func(t *testing.T) {
+		led := &memLedger{}
+		g := NewGovernor(GovernorConfig{Mode: ModeObserve, Decider: &allowButDecider{}, Tenancy: testTenancy(t),
+			Ledger: led, Counters: &Counters{}, Log: zerolog.Nop()})
+		g.Govern(context.Background(), opsRequest(allowed, denied))
+		require.Len(t, led.rows, 2)
+		assert.Equal(t, StageAllowed, led.rows[0].EnforcementStage, "observe mode releases every call")
+		assert.Equal(t, StageAllowed, led.rows[1].EnforcementStage)
+	})
+}

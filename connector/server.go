@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -57,7 +58,8 @@ func NewServer(cfg ServerConfig) *Server {
 }
 
 // Handler routes exactly the guardrail route, the batch route, /healthz and
-// /metrics; any other path answers 404 and another method 405.
+// /metrics; any other path (one that is not clean included: "//healthz",
+// "/beta/./…") answers 404 and another method 405.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+GuardrailPath, s.guard("guardrail", s.handleGuardrail))
@@ -75,6 +77,12 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if r.URL.Path != path.Clean(r.URL.Path) || r.URL.Path == "" {
+			// ServeMux would redirect "//beta/…" or "/beta/./…" to the
+			// route; only the exact paths are served.
+			http.NotFound(w, r)
+			return
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -142,18 +150,26 @@ func (s *Server) guard(route string, h func(w http.ResponseWriter, r *http.Reque
 	}
 }
 
-// badRequest answers a body the connector cannot read: on the guardrail
-// route BLOCKED (a 4xx would let a gateway with fail_on_error off through),
-// on the batch route 400 naming the field.
+// badRequest answers a body the connector cannot read, counted in
+// invalid_requests: on the guardrail route BLOCKED (a 4xx would let a
+// gateway with fail_on_error off through), or NONE in observe mode, which
+// never blocks; on the batch route 400 naming the field.
 func (s *Server) badRequest(w http.ResponseWriter, route string, err error) {
-	s.cfg.Log.Warn().Err(err).Str("route", route).Msg("request refused: body not readable")
+	s.cfg.Counters.InvalidRequests.Add(1)
 	br := &BadRequest{Reason: err.Error()}
 	errors.As(err, &br)
-	if route == "batch" {
+	switch {
+	case route == "batch":
+		s.cfg.Log.Warn().Err(err).Str("route", route).Msg("request refused: body not readable")
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "field": br.Field, "reason": br.Reason})
-		return
+	case s.cfg.Mode == ModeObserve:
+		s.cfg.Log.Warn().Err(err).Str("route", route).Str("rule", ruleInvalidRequest).
+			Msg("observe mode: body not readable; enforce would refuse it")
+		writeJSON(w, http.StatusOK, guardrailResponse{Action: ActionNone})
+	default:
+		s.cfg.Log.Warn().Err(err).Str("route", route).Msg("request refused: body not readable")
+		writeJSON(w, http.StatusOK, refusedRequest(ErrDenied, ruleInvalidRequest, "the guardrail request is not readable: "+br.Error()))
 	}
-	writeJSON(w, http.StatusOK, refusedRequest(ErrDenied, ruleInvalidRequest, "the guardrail request is not readable: "+br.Error()))
 }
 
 // refuseAll answers a fault outside the per-call path.
