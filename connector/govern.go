@@ -81,6 +81,7 @@ type call struct {
 	env     *envelope.Envelope
 	out     Outcome
 	hold    string
+	hd      *HoldDecision // the hold's resolution, once read
 	started time.Time
 }
 
@@ -175,8 +176,12 @@ func (g *Governor) envelope(req Request, t *tenancy.Tenant, session string, tc T
 // awaitHolds waits on the holds of the calls, all within one hold wait,
 // then re-submits each approved call; a hold still pending is refused
 // naming it. On path 1 a refusal refuses the whole response, so once any
-// call is refused nothing more is waited for; on path 2 each call is kept
-// or removed on its own, so every hold gets the whole wait.
+// call is refused nothing more is waited for, and no approved call is
+// re-submitted: the re-submission would spend its approval (and charge
+// its budget) for a call the gateway is not given, and a retry of the
+// response could then never pass with every call approved. On path 2 each
+// call is kept or removed on its own, so every hold gets the whole wait
+// and every approved call is re-submitted.
 func (g *Governor) awaitHolds(ctx context.Context, req Request, calls []*call) {
 	wait := g.holdWait
 	if req.HoldWait != nil {
@@ -192,35 +197,43 @@ func (g *Governor) awaitHolds(ctx context.Context, req Request, calls []*call) {
 		}
 	}
 	deadline := g.now().Add(wait)
+	var approved []*call
 	for _, c := range calls {
-		if c.hold != "" {
-			g.awaitOne(ctx, c, max(deadline.Sub(g.now()), 0))
-			if whole && c.out.Outcome != OutcomeAllow {
-				deadline = g.now()
-			}
+		if c.hold == "" {
+			continue
+		}
+		if g.readHold(ctx, c, max(deadline.Sub(g.now()), 0)) {
+			approved = append(approved, c)
+		} else if whole {
+			deadline = g.now()
+		}
+	}
+	refused := slices.ContainsFunc(calls, func(c *call) bool {
+		return !slices.Contains(approved, c) && c.out.Outcome != OutcomeAllow
+	})
+	for _, c := range approved {
+		if whole && refused {
+			g.keepApproval(c)
+		} else {
+			g.redeem(ctx, c)
 		}
 	}
 }
 
-// awaitOne reads a call's hold, waiting up to wait, and re-submits the
-// call with the approval when the hold is approved.
-func (g *Governor) awaitOne(ctx context.Context, c *call, wait time.Duration) {
+// readHold reads a call's hold, waiting up to wait, and reports whether it
+// is approved; a hold that is not refuses the call: still pending, naming
+// it; rejected or expired, denied.
+func (g *Governor) readHold(ctx context.Context, c *call, wait time.Duration) bool {
 	h, err := g.decider.AwaitHold(ctx, c.hold, wait)
 	if err != nil {
 		g.engineFault(c, err)
-		return
+		return false
 	}
-	hd, prev := holdDecision(h), c.out
+	prev := c.out
+	c.hd = holdDecision(h)
 	switch h.Status {
 	case HoldApproved:
-		c.env.Approval = envelope.Approval{Present: true, HoldID: c.hold}
-		d, err := g.decider.Decide(ctx, c.env)
-		if err != nil {
-			g.engineFault(c, err)
-			return
-		}
-		c.out = g.fromDecision(c.tc, d)
-		c.out.ReleasedAfterApproval = c.out.Outcome == OutcomeAllow
+		return true
 	case HoldPending:
 		c.out = g.refuse(c.tc, OutcomeHoldTimeout, ErrHoldTimeout, c.out.Rule,
 			fmt.Sprintf("awaiting approval: hold %s is still pending; retry the request once a human approved it", c.hold), c.hold)
@@ -228,8 +241,41 @@ func (g *Governor) awaitOne(ctx context.Context, c *call, wait time.Duration) {
 		c.out = g.refuse(c.tc, OutcomeDeny, ErrDenied, or(h.Rule, c.out.Rule),
 			fmt.Sprintf("hold %s is %s; the call is refused", c.hold, h.Status), c.hold)
 	}
-	c.out.HoldID, c.out.holdDecision, c.out.classifiedBy = &c.hold, hd, prev.classifiedBy
-	if c.out.DecisionID == nil { // no re-submission: the record is of the decision that raised the hold
+	g.settleHold(c, prev)
+	return false
+}
+
+// redeem re-submits an approved call with its approval.
+func (g *Governor) redeem(ctx context.Context, c *call) {
+	prev := c.out
+	c.env.Approval = envelope.Approval{Present: true, HoldID: c.hold}
+	d, err := g.decider.Decide(ctx, c.env)
+	if err != nil {
+		g.engineFault(c, err)
+		return
+	}
+	c.out = g.fromDecision(c.tc, d)
+	c.out.ReleasedAfterApproval = c.out.Outcome == OutcomeAllow
+	g.settleHold(c, prev)
+}
+
+// keepApproval refuses an approved call of a path-1 response that another
+// call refuses, without re-submitting it: its approval stays unspent for a
+// retry of the response.
+func (g *Governor) keepApproval(c *call) {
+	prev := c.out
+	c.out = g.refuse(c.tc, OutcomeHoldTimeout, ErrHoldTimeout, c.out.Rule, fmt.Sprintf(
+		"hold %s is approved, but another call of this response is refused and none is released; "+
+			"the approval is kept for a retry of the response", c.hold), c.hold)
+	g.settleHold(c, prev)
+}
+
+// settleHold completes the outcome of a held call: its hold, the hold's
+// resolution and, when no re-submission was decided, the record of the
+// decision that raised the hold (prev).
+func (g *Governor) settleHold(c *call, prev Outcome) {
+	c.out.HoldID, c.out.holdDecision, c.out.classifiedBy = &c.hold, c.hd, prev.classifiedBy
+	if c.out.DecisionID == nil {
 		c.out.DecisionID, c.out.verdict, c.out.envelopeHash, c.out.obligations = prev.DecisionID, prev.verdict, prev.envelopeHash, prev.obligations
 	}
 }
@@ -343,7 +389,9 @@ func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *te
 		}
 	}
 	if len(rows) > 0 {
-		if err := g.ledger.Record(ctx, rows); err != nil {
+		// A gateway that gave up on the request (its timeout, a client gone
+		// during a hold wait) ends ctx; the rows are recorded all the same.
+		if err := g.ledger.Record(context.WithoutCancel(ctx), rows); err != nil {
 			g.log.Error().Err(err).Msg("gateway ledger unavailable; every call of the request refused (fail closed)")
 			g.counters.add(&g.counters.InternalErrors, 1)
 			for _, c := range calls {

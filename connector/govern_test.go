@@ -459,3 +459,95 @@ func TestLedgerStageOfAnAllowedCallInARefusedResponse(t *testing.T) {
 		assert.Equal(t, StageAllowed, led.rows[1].EnforcementStage)
 	})
 }
+
+// statusDecider holds every call under a hold named after its tool, reads
+// each hold's status from statuses, and records the re-submissions.
+type statusDecider struct {
+	statuses map[string]string
+	redeemed []string
+}
+
+func (s *statusDecider) Decide(_ context.Context, env *envelope.Envelope) (Decision, error) {
+	if env.Approval.Present {
+		s.redeemed = append(s.redeemed, env.Approval.HoldID)
+		return Decision{Decision: "allow", Rule: "svc.policy/approved_resubmission", DecisionID: "d-redeem"}, nil
+	}
+	id := "h-" + strings.TrimPrefix(env.Action.Ability, "gateway/")
+	return Decision{Decision: "require_approval", Rule: "svc.policy/x", HoldID: id, DecisionID: "d-" + id}, nil
+}
+
+func (s *statusDecider) AwaitHold(_ context.Context, id string, _ time.Duration) (Hold, error) {
+	return Hold{ID: id, Status: s.statuses[id]}, nil
+}
+
+// On path 1 an approved call beside a call still held (or denied) is not
+// re-submitted: the response is refused whole, and re-submitting would
+// spend the approval for a call never released. Once every hold is
+// approved, every call is re-submitted and released. Path 2 re-submits
+// each approved call on its own.
+func TestGovernKeepsApprovalsOfARefusedResponse(t *testing.T) {
+	a := ToolCall{ID: "call_a", Name: "purge_a", Arguments: `{}`}
+	b := ToolCall{ID: "call_b", Name: "purge_b", Arguments: `{}`}
+	cases := []struct {
+		name, transport string
+		statuses        map[string]string
+		redeemed        []string
+		outcomes        []string
+	}{
+		{"path 1, one still pending", TransportGuardrailAPI, map[string]string{"h-purge_a": HoldApproved, "h-purge_b": HoldPending},
+			nil, []string{OutcomeHoldTimeout, OutcomeHoldTimeout}},
+		{"path 1, one rejected", TransportGuardrailAPI, map[string]string{"h-purge_a": HoldApproved, "h-purge_b": HoldRejected},
+			nil, []string{OutcomeHoldTimeout, OutcomeDeny}},
+		{"path 1, both approved", TransportGuardrailAPI, map[string]string{"h-purge_a": HoldApproved, "h-purge_b": HoldApproved},
+			[]string{"h-purge_a", "h-purge_b"}, []string{OutcomeAllow, OutcomeAllow}},
+		{"path 2, one still pending", TransportInProcess, map[string]string{"h-purge_a": HoldApproved, "h-purge_b": HoldPending},
+			[]string{"h-purge_a"}, []string{OutcomeAllow, OutcomeHoldTimeout}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &statusDecider{statuses: tc.statuses}
+			led := &memLedger{}
+			g := NewGovernor(GovernorConfig{Mode: ModeEnforce, HoldWait: time.Second, Decider: d, Tenancy: testTenancy(t),
+				Ledger: led, Counters: &Counters{}, Log: zerolog.Nop()})
+			req := opsRequest(a, b)
+			req.Transport = tc.transport
+			res := g.Govern(context.Background(), req)
+			assert.Equal(t, tc.redeemed, d.redeemed)
+			require.Len(t, res.Outcomes, 2)
+			for i, want := range tc.outcomes {
+				assert.Equal(t, want, res.Outcomes[i].Outcome, i)
+			}
+			if tc.redeemed == nil {
+				assert.Contains(t, res.Outcomes[0].Reason, "the approval is kept for a retry")
+				assert.Equal(t, "approved", led.rows[0].HoldDecision.Resolution)
+				assert.False(t, led.rows[0].ReleasedAfterApproval)
+			}
+		})
+	}
+}
+
+// ctxLedger refuses a record whose context has ended, as the gateway
+// ledger does.
+type ctxLedger struct{ memLedger }
+
+func (l *ctxLedger) Record(ctx context.Context, rows []Row) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return l.memLedger.Record(ctx, rows)
+}
+
+// TestGovernRecordsAfterTheGatewayLeft: a request whose context ends (the
+// gateway's timeout, a client gone during a hold wait) still has its rows
+// recorded.
+func TestGovernRecordsAfterTheGatewayLeft(t *testing.T) {
+	led := &ctxLedger{}
+	g := NewGovernor(GovernorConfig{Mode: ModeEnforce, Decider: &fakeDecider{decision: Decision{Decision: "deny", Rule: "r", DecisionID: "d"}},
+		Tenancy: testTenancy(t), Ledger: led, Counters: &Counters{}, Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := g.Govern(ctx, opsRequest(readCall))
+	require.Len(t, led.rows, 1)
+	assert.Equal(t, OutcomeDeny, res.Outcomes[0].Outcome)
+	assert.Equal(t, OutcomeDeny, led.rows[0].Outcome)
+}
