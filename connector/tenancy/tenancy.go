@@ -188,6 +188,11 @@ func (t *Tenant) validate() error {
 			return fmt.Errorf("%s: holds what looks like a literal secret; a tenancy map carries no secrets", f.name)
 		}
 	}
+	if !orgRE.MatchString(t.Org) {
+		return errors.New("org: must be 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit " +
+			"(it is part of session ids gateway:<org>:<session> and agent ids gateway:<org>/<model>: with a ':' or '/', " +
+			"or another case, two orgs could name one budget)")
+	}
 	if !environments[strings.ToLower(strings.TrimSpace(t.Environment))] {
 		return fmt.Errorf("environment: must be production, staging or dev (or an alias: prod, stage, test, …), got %q", t.Environment)
 	}
@@ -221,6 +226,11 @@ func (m *Map) checkBindings(dim string, table map[string]string) error {
 	}
 	return nil
 }
+
+// orgRE is the spelling of an org: nothing the engine folds together
+// (case), and neither ':' nor '/', which separate it in the ids it is part
+// of.
+var orgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // secretPrefixes start well-known credential formats: OpenAI and
 // Anthropic keys, LiteLLM virtual keys, GitHub, Slack, AWS, Stripe, Google.

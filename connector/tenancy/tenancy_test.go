@@ -54,7 +54,12 @@ func TestParseRefuses(t *testing.T) {
 			"label: holds what looks like a literal secret"},
 		"secret as a tenant's name": {`{"version": 1, "tenants": {"sk-live-4f9a8b7c6d5e4f3a2b1c": ` + goodTenant + `}}`,
 			"tenants[0]: the tenant's name holds what looks like a literal secret"},
-		"invalid UTF-8":               {mapDoc("{\"org\": \"a\xffb\", \"principal\": \"p\", \"environment\": \"prod\"}", `{}`), "invalid UTF-8"},
+		"invalid UTF-8": {mapDoc("{\"org\": \"a\xffb\", \"principal\": \"p\", \"environment\": \"prod\"}", `{}`), "invalid UTF-8"},
+		"org with a colon": {`{"version": 1, "tenants": {"a": ` + goodTenant + `, "b": {"org": "acme:lab", "principal": "p", "environment": "dev"}}}`,
+			"tenants.b.org: must be 1 to 64 lower-case letters"},
+		"org with a slash":            {mapDoc(`{"org": "acme/x", "principal": "p", "environment": "dev"}`, `{}`), "tenants.a.org: must be"},
+		"org in capitals":             {mapDoc(`{"org": "ACME", "principal": "p", "environment": "dev"}`, `{}`), "tenants.a.org: must be"},
+		"org with a space":            {mapDoc(`{"org": " acme", "principal": "p", "environment": "dev"}`, `{}`), "tenants.a.org: must be"},
 		"version a fraction":          {`{"version": 1.5, "tenants": {"a": ` + goodTenant + `}}`, "version: must be an integer"},
 		"type error names the tenant": {mapDoc(`{"org": "o", "principal": "p", "environment": 5}`, `{}`), "tenants.a.environment: must be a string"},
 	}
