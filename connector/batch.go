@@ -18,7 +18,7 @@ type batchRequest struct {
 	RequestData  *requestData    `json:"request_data"`
 	SessionHints *batchHints     `json:"session_hints"`
 	Deployment   *Deployment     `json:"deployment"`
-	HoldWait     *json.Number    `json:"hold_wait_seconds"`
+	HoldWait     json.RawMessage `json:"hold_wait_seconds"` // a JSON number: json.Number would take "4" too
 	ToolCalls    []*wireToolCall `json:"tool_calls"`
 }
 
@@ -27,6 +27,20 @@ type batchHints struct {
 	Header     *string `json:"header"`
 	TraceID    *string `json:"trace_id"`
 	CallID     *string `json:"call_id"`
+}
+
+// holdWaitOf reads hold_wait_seconds: a JSON number (not a string
+// holding one) of seconds from 0 to maxHoldWaitSeconds.
+func holdWaitOf(raw json.RawMessage) (time.Duration, error) {
+	bad := &BadRequest{Field: "hold_wait_seconds", Reason: "must be a number of seconds from 0 to 3600"}
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return 0, bad
+	}
+	f, err := json.Number(raw).Float64()
+	if err != nil || f < 0 || f > maxHoldWaitSeconds || math.IsNaN(f) {
+		return 0, bad
+	}
+	return time.Duration(f * float64(time.Second)), nil
 }
 
 // maxHoldWaitSeconds bounds hold_wait_seconds.
@@ -52,12 +66,11 @@ func parseBatch(raw []byte) (Request, error) {
 	if b.Deployment != nil {
 		req.Deployment = *b.Deployment
 	}
-	if b.HoldWait != nil {
-		f, err := b.HoldWait.Float64()
-		if err != nil || f < 0 || f > maxHoldWaitSeconds || math.IsNaN(f) {
-			return Request{}, &BadRequest{Field: "hold_wait_seconds", Reason: "must be a number of seconds from 0 to 3600"}
+	if len(b.HoldWait) > 0 && string(b.HoldWait) != "null" {
+		d, err := holdWaitOf(b.HoldWait)
+		if err != nil {
+			return Request{}, err
 		}
-		d := time.Duration(f * float64(time.Second))
 		req.HoldWait = &d
 	}
 	calls, err := readToolCalls(b.ToolCalls, "tool_calls")

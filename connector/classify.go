@@ -80,6 +80,8 @@ var (
 	// wipeWords, anywhere in the name, delete a whole target whatever it
 	// is (truncate_rows, delete_all_sessions).
 	wipeWords = []string{"truncate", "wipe", "nuke", "format", "flush", "all", "everything"}
+	// allWords, in the name of any write, reach every object of a kind.
+	allWords = []string{"all", "everything"}
 	// scaleWords change how much of a service runs.
 	scaleWords = []string{"scale", "resize"}
 	// moneyWords name money moved, whatever the verb (send_money).
@@ -131,6 +133,8 @@ func Classify(tm *ToolMap, name, arguments string) Classification {
 		// back: an outage, not a setting.
 		c.Axes.Reversibility = "irreversible"
 		c.Axes.BlastRadius = maxBlast(c.Axes.BlastRadius, "broad")
+	case verb != "read" && hasWord(words, allWords):
+		c.Axes.BlastRadius = maxBlast(c.Axes.BlastRadius, "broad") // update_all_rows, revoke_all_tokens
 	}
 	return c
 }
@@ -281,12 +285,44 @@ func argCount(params map[string]any) int64 {
 			if slices.Contains(recipients, ck) {
 				recips += int64(len(strings.FieldsFunc(x, isListSep)))
 			}
+		case map[string]any:
+			n = max(n, nestedCount(x, 1))
 		}
-		if _, list := v.([]any); !list && (slices.Contains(countArgs, ck) || strings.HasSuffix(ck, "_count")) {
+		if _, list := v.([]any); !list && isCountArg(ck) {
 			n = max(n, scalarCount(v))
 		}
 	}
 	return min(max(n, recips), maxCount)
+}
+
+// maxCountDepth is how deep in nested objects argCount looks.
+const maxCountDepth = 4
+
+// nestedCount is the count an object nested in the arguments gives
+// ({"options": {"expected_row_count": 1843022}}, {"selection": {"ids":
+// [...]}}): the largest of its lists' lengths and its count arguments,
+// and of the objects nested in it, down to maxCountDepth.
+func nestedCount(obj map[string]any, depth int) int64 {
+	n := int64(1)
+	for k, v := range obj {
+		switch x := v.(type) {
+		case []any:
+			n = max(n, int64(len(x)))
+		case map[string]any:
+			if depth < maxCountDepth {
+				n = max(n, nestedCount(x, depth+1))
+			}
+		}
+		if _, list := v.([]any); !list && isCountArg(CanonicalTool(k)) {
+			n = max(n, scalarCount(v))
+		}
+	}
+	return n
+}
+
+// isCountArg reports whether a canonical argument name holds a count.
+func isCountArg(name string) bool {
+	return slices.Contains(countArgs, name) || strings.HasSuffix(name, "_count")
 }
 
 // scalarCount reads a count argument that is not a list: a number, or a
@@ -315,7 +351,8 @@ func numericString(s string) (json.Number, bool) {
 
 // countOf is the count a count_from argument gives: a list's length, a
 // number or a string holding one, or the comma-separated items of another
-// string; at least 1.
+// string, at least 1; anything else is unreadable and counts as the
+// maximum.
 func countOf(v any) int64 {
 	switch x := v.(type) {
 	case []any:
@@ -328,7 +365,7 @@ func countOf(v any) int64 {
 		}
 		return max(int64(len(strings.FieldsFunc(x, isListSep))), 1)
 	}
-	return 1
+	return maxCount // an object, true, null: unreadable, as in argCount
 }
 
 func isListSep(r rune) bool { return r == ',' || r == ';' }
@@ -348,9 +385,16 @@ func numberCount(x json.Number) int64 {
 func argEnvironment(params map[string]any) string {
 	env := ""
 	for k, v := range params {
-		s, ok := v.(string)
-		if ok && strings.TrimSpace(s) != "" && slices.Contains(envArgs, CanonicalTool(k)) {
+		if !slices.Contains(envArgs, CanonicalTool(k)) {
+			continue
+		}
+		switch s, ok := v.(string); {
+		case ok && strings.TrimSpace(s) != "":
 			env = riskierEnv(env, envelope.CanonicalEnvironment(s))
+		case !ok && v != nil:
+			// ["production"], {"name": "production"}: not an environment
+			// the connector can read, so the riskiest.
+			env = riskierEnv(env, "production")
 		}
 	}
 	return env

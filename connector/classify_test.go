@@ -61,6 +61,11 @@ func TestClassifyBuiltin(t *testing.T) {
 		{"scaled to zero is an outage", "k8s_scale_deployment", `{"deployment": "api", "replicas": 0}`, "update", "irreversible", "broad", "internal", 1, "builtin"},
 		{"scaled to zero, quoted", "scaleService", `{"desired_count": "0"}`, "update", "irreversible", "broad", "internal", 1, "builtin"},
 		{"scaled to three", "k8s_scale_deployment", `{"deployment": "api", "replicas": 3}`, "update", "recoverable", "single", "internal", 1, "builtin"},
+		{"a count nested in an object", "delete_rows", `{"options": {"expected_row_count": 1843022}}`, "delete", "irreversible", "systemic", "internal", 1843022, "builtin"},
+		{"ids nested in an object", "purge_rows", `{"selection": {"ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]}}`, "delete", "irreversible", "broad", "internal", 13, "builtin"},
+		{"an unreadable nested count", "delete_rows", `{"options": {"limit": {"max": 5}}}`, "delete", "irreversible", "systemic", "internal", maxCount, "builtin"},
+		{"update of all rows", "update_all_rows", `{}`, "update", "recoverable", "broad", "internal", 1, "builtin"},
+		{"read of all rows stays single", "list_all_rows", `{}`, "read", "reversible", "single", "internal", 1, "builtin"},
 		{"escaped lone surrogate", "crm_get_customer", `{"customer_id": "\ud800"}`, "execute", "irreversible", "broad", "outbound", 1, "cautious:unparsable_arguments"},
 		{"empty arguments", "list_invoices", ``, "read", "reversible", "single", "internal", 1, "builtin"},
 		{"negative count counts as most", "delete_rows", `{"count": -1}`, "delete", "irreversible", "systemic", "internal", maxCount, "builtin"},
@@ -91,6 +96,16 @@ func TestClassifyUnparsableBindsTheArguments(t *testing.T) {
 	require.NotEqual(t, a.Params["unparsed_arguments_sha256"], b.Params["unparsed_arguments_sha256"])
 }
 
+// TestClassifyEnvironmentNotAString: an environment argument the connector
+// cannot read as one (a list, an object) reads as production, the
+// riskiest; null is no environment.
+func TestClassifyEnvironmentNotAString(t *testing.T) {
+	for _, args := range []string{`{"environment": ["production"]}`, `{"env": {"name": "production"}}`, `{"stage": 1}`} {
+		assert.Equal(t, "production", Classify(nil, "db_delete_records", args).Env, args)
+	}
+	assert.Empty(t, Classify(nil, "db_delete_records", `{"environment": null}`).Env)
+}
+
 func TestClassifyEnvironmentAndRef(t *testing.T) {
 	c := Classify(nil, "db_delete_records", `{"environment": "dev", "env": "PRD", "table": "user_sessions"}`)
 	assert.Equal(t, "production", c.Env, "the riskiest environment the arguments name")
@@ -118,6 +133,10 @@ func TestToolMap(t *testing.T) {
 	quoted := Classify(tm, "billing_void_invoices", `{"invoice_ids": "1843022"}`)
 	assert.Equal(t, int64(1843022), quoted.Count, "a count_from string holding a number is that number")
 	assert.Equal(t, int64(2), Classify(tm, "billing_void_invoices", `{"invoice_ids": "a, b"}`).Count)
+	for _, unreadable := range []string{`{"a": 1}`, `true`, `null`} {
+		c := Classify(tm, "billing_void_invoices", `{"invoice_ids": `+unreadable+`}`)
+		assert.Equal(t, int64(maxCount), c.Count, "a count_from value that is no list, number or string counts as the most: %s", unreadable)
+	}
 }
 
 func TestToolMapRefused(t *testing.T) {
@@ -130,8 +149,17 @@ func TestToolMapRefused(t *testing.T) {
 		"twice":                `{"version": 1, "tools": [{"match": "a"}, {"match": "a"}]}`,
 		"duplicate key":        `{"version": 1, "version": 1, "tools": []}`,
 		"count and count_from": `{"version": 1, "tools": [{"match": "a", "count": 2, "count_from": "ids"}]}`,
+		"count 0":              `{"version": 1, "tools": [{"match": "zero_*", "count": 0}]}`,
+		"count too large":      `{"version": 1, "tools": [{"match": "a", "count": 1000000000001}]}`,
+		"no tools":             `{"version": 1}`,
+		"tools null":           `{"version": 1, "tools": null}`,
+		"double _":             `{"version": 1, "tools": [{"match": "a__b"}]}`,
+		"leading _":            `{"version": 1, "tools": [{"match": "_a*"}]}`,
 	} {
 		_, err := parseToolMap([]byte(doc))
 		require.Error(t, err, name)
 	}
+	tm, err := parseToolMap([]byte(`{"version": 1, "tools": [{"match": "one_*", "count": 1}]}`))
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), Classify(tm, "one_delete", `{"ids": [1, 2, 3]}`).Count, "count 1 is a count, not absent")
 }

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -30,7 +31,7 @@ type ToolEntry struct {
 	BlastRadius   string `json:"blast_radius"`
 	Externality   string `json:"externality"`
 	CountFrom     string `json:"count_from"`
-	Count         int64  `json:"count"`
+	Count         *int64 `json:"count"` // nil: not given (0 is refused)
 	TargetFrom    string `json:"target_from"`
 	TargetKind    string `json:"target_kind"`
 }
@@ -66,6 +67,9 @@ func parseToolMap(raw []byte) (*ToolMap, error) {
 	if f.Version != 1 {
 		return nil, fmt.Errorf("version: must be 1, got %d", f.Version)
 	}
+	if f.Tools == nil {
+		return nil, errors.New("tools: is required and must be an array of entries")
+	}
 	for i, e := range f.Tools {
 		if e == nil {
 			return nil, fmt.Errorf("tools[%d]: must be an object", i)
@@ -94,6 +98,9 @@ func (e *ToolEntry) validate() error {
 	if _, err := path.Match(e.Match, ""); err != nil {
 		return fmt.Errorf("match: not a valid glob: %v", err)
 	}
+	if strings.Contains(e.Match, "__") || strings.HasPrefix(e.Match, "_") || strings.HasSuffix(e.Match, "_") {
+		return fmt.Errorf("match: %q can never match: a canonical name has no leading, trailing or double _", e.Match)
+	}
 	for _, f := range []struct {
 		name, value string
 		allowed     []string
@@ -105,10 +112,10 @@ func (e *ToolEntry) validate() error {
 			return fmt.Errorf("%s: must be one of %v, got %q", f.name, f.allowed, f.value)
 		}
 	}
-	if e.Count < 0 || e.Count > maxCount {
+	if e.Count != nil && (*e.Count < 1 || *e.Count > maxCount) {
 		return fmt.Errorf("count: must be from 1 to %d", int64(maxCount))
 	}
-	if e.Count > 0 && e.CountFrom != "" {
+	if e.Count != nil && e.CountFrom != "" {
 		return fmt.Errorf("count: give count or count_from, not both")
 	}
 	return nil
@@ -140,8 +147,8 @@ func (e *ToolEntry) apply(c *Classification, params map[string]any) {
 	}
 	c.Verb = or(e.Verb, verb)
 	switch {
-	case e.Count > 0:
-		c.Count = e.Count
+	case e.Count != nil:
+		c.Count = *e.Count
 	case e.CountFrom != "":
 		if v, ok := lookupArg(params, []string{e.CountFrom}); ok {
 			c.Count = countOf(v)
