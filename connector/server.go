@@ -94,8 +94,8 @@ func (s *Server) authorised(r *http.Request) bool {
 		return true
 	}
 	key := r.Header.Get("x-api-key")
-	if key == "" {
-		key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if h := r.Header.Get("Authorization"); key == "" && len(h) > len("Bearer ") && strings.EqualFold(h[:len("Bearer ")], "Bearer ") {
+		key = h[len("Bearer "):] // the scheme is case-insensitive (RFC 9110 §11.1)
 	}
 	sum := sha256.Sum256([]byte(key))
 	return key != "" && subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
