@@ -279,11 +279,14 @@ func argCount(params map[string]any) int64 {
 		case []any:
 			n = max(n, int64(len(x)))
 			if slices.Contains(recipients, ck) {
-				recips += int64(len(x))
+				recips += recipientsIn(x)
 			}
 		case string:
-			if slices.Contains(recipients, ck) {
-				recips += int64(len(strings.FieldsFunc(x, isListSep)))
+			switch {
+			case slices.Contains(recipients, ck):
+				recips += int64(len(strings.FieldsFunc(x, isRecipientSep)))
+			case ck == "ids" || strings.HasSuffix(ck, "_ids"):
+				n = max(n, int64(len(strings.FieldsFunc(x, isListSep)))) // "ids": "1,2,3"
 			}
 		case map[string]any:
 			n = max(n, nestedCount(x, 1))
@@ -369,6 +372,24 @@ func countOf(v any) int64 {
 }
 
 func isListSep(r rune) bool { return r == ',' || r == ';' }
+
+// isRecipientSep separates addresses and numbers in one string: a list
+// separator or a space, which neither holds.
+func isRecipientSep(r rune) bool { return isListSep(r) || unicode.IsSpace(r) }
+
+// recipientsIn counts the recipients of a list: each string element may
+// itself hold several (["a@x, b@x"]).
+func recipientsIn(list []any) int64 {
+	var n int64
+	for _, e := range list {
+		if s, ok := e.(string); ok {
+			n += max(int64(len(strings.FieldsFunc(s, isRecipientSep))), 1)
+		} else {
+			n++
+		}
+	}
+	return n
+}
 
 // numberCount reads a count argument, rounded up; a negative or
 // unreadable one counts as the maximum.
