@@ -171,10 +171,12 @@ func newConnectorLedgerCommand() *cobra.Command {
 			if url == "" && connector.InMemory(path) {
 				return &exitError{code: 2, err: errors.New("SVC_GATEWAY_LEDGER_PATH: must name the ledger file of the connector (or SVC_DATABASE_URL its database)")}
 			}
-			if _, err := os.Stat(path); url == "" && err != nil {
-				// Opening it would create an empty ledger, and list nothing
-				// where the operator expects rows.
-				return &exitError{code: 1, err: fmt.Errorf("SVC_GATEWAY_LEDGER_PATH: no ledger to read at %s (the connector creates it when it starts): %w", path, err)}
+			if url == "" {
+				// Opening a missing file would create an empty ledger, and
+				// list nothing where the operator expects rows.
+				if _, err := os.Stat(path); err != nil {
+					return &exitError{code: 1, err: fmt.Errorf("SVC_GATEWAY_LEDGER_PATH: no ledger to read at %s (the connector creates it when it starts): %w", path, err)}
+				}
 			}
 			led, err := openGatewayLedger(c.Context(), url, path, true)
 			if err != nil {

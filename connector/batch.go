@@ -32,13 +32,10 @@ type batchHints struct {
 // holdWaitOf reads hold_wait_seconds: a JSON number (not a string
 // holding one) of seconds from 0 to maxHoldWaitSeconds.
 func holdWaitOf(raw json.RawMessage) (time.Duration, error) {
-	bad := &BadRequest{Field: "hold_wait_seconds", Reason: "must be a number of seconds from 0 to 3600"}
-	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
-		return 0, bad
-	}
-	f, err := json.Number(raw).Float64()
-	if err != nil || f < 0 || f > maxHoldWaitSeconds || math.IsNaN(f) {
-		return 0, bad
+	num, ok := numericString(string(raw))
+	f, err := num.Float64()
+	if !ok || err != nil || f < 0 || f > maxHoldWaitSeconds || math.IsNaN(f) {
+		return 0, &BadRequest{Field: "hold_wait_seconds", Reason: "must be a number of seconds from 0 to 3600"}
 	}
 	return time.Duration(f * float64(time.Second)), nil
 }

@@ -78,9 +78,10 @@ var (
 		"filesystem", "drive", "drives", "server", "servers", "instance", "instances", "deployment", "deployments",
 		"environment", "environments"}
 	// wipeWords, anywhere in the name, delete a whole target whatever it
-	// is (truncate_rows, delete_all_sessions).
-	wipeWords = []string{"truncate", "wipe", "nuke", "format", "flush", "all", "everything"}
-	// allWords, in the name of any write, reach every object of a kind.
+	// is (truncate_rows, wipe_disk).
+	wipeWords = []string{"truncate", "wipe", "nuke", "format", "flush"}
+	// allWords, in the name of any write, reach every object of a kind
+	// (delete_all_sessions, update_all_rows).
 	allWords = []string{"all", "everything"}
 	// scaleWords change how much of a service runs.
 	scaleWords = []string{"scale", "resize"}
@@ -148,14 +149,7 @@ func hasWord(words, set []string) bool {
 // desired_count, …) is 0, as a number or a string holding one.
 func scalesToZero(params map[string]any) bool {
 	for k, v := range params {
-		if !slices.Contains(sizeArgs, CanonicalTool(k)) {
-			continue
-		}
-		n, ok := v.(json.Number)
-		if s, isString := v.(string); isString {
-			n, ok = numericString(s)
-		}
-		if f, err := n.Float64(); ok && err == nil && f == 0 {
+		if _, list := v.([]any); !list && slices.Contains(sizeArgs, CanonicalTool(k)) && scalarCount(v) == 0 {
 			return true
 		}
 	}
@@ -268,55 +262,50 @@ func hasAny(params map[string]any, names []string) bool {
 	return ok && v != nil && v != false && v != ""
 }
 
-// argCount is the magnitude of a call: the largest of its list arguments'
-// lengths, its count-like numbers and its recipients, at least 1.
+// argCount is the magnitude of a call: the largest of the counts its
+// arguments give (countIn) and its recipients, at least 1.
 func argCount(params map[string]any) int64 {
-	n := int64(1)
 	var recips int64
 	for k, v := range params {
+		if !slices.Contains(recipients, CanonicalTool(k)) {
+			continue
+		}
+		switch x := v.(type) {
+		case []any:
+			recips += recipientsIn(x)
+		case string:
+			recips += int64(len(strings.FieldsFunc(x, isRecipientSep)))
+		}
+	}
+	return min(max(countIn(params, 1), recips), maxCount)
+}
+
+// maxCountDepth is how deep in nested objects argCount looks.
+const maxCountDepth = 5
+
+// countIn is the count an object of the arguments gives, at least 1: the
+// largest of its lists' lengths, its count arguments (scalarCount), the
+// items of an ids string ("ids": "1,2,3"), and the counts of the objects
+// nested in it ({"options": {"expected_row_count": 1843022}},
+// {"selection": {"ids": [...]}}), down to maxCountDepth.
+func countIn(obj map[string]any, depth int) int64 {
+	n := int64(1)
+	for k, v := range obj {
 		ck := CanonicalTool(k)
 		switch x := v.(type) {
 		case []any:
 			n = max(n, int64(len(x)))
-			if slices.Contains(recipients, ck) {
-				recips += recipientsIn(x)
-			}
-		case string:
-			switch {
-			case slices.Contains(recipients, ck):
-				recips += int64(len(strings.FieldsFunc(x, isRecipientSep)))
-			case ck == "ids" || strings.HasSuffix(ck, "_ids"):
-				n = max(n, int64(len(strings.FieldsFunc(x, isListSep)))) // "ids": "1,2,3"
-			}
-		case map[string]any:
-			n = max(n, nestedCount(x, 1))
-		}
-		if _, list := v.([]any); !list && isCountArg(ck) {
-			n = max(n, scalarCount(v))
-		}
-	}
-	return min(max(n, recips), maxCount)
-}
-
-// maxCountDepth is how deep in nested objects argCount looks.
-const maxCountDepth = 4
-
-// nestedCount is the count an object nested in the arguments gives
-// ({"options": {"expected_row_count": 1843022}}, {"selection": {"ids":
-// [...]}}): the largest of its lists' lengths and its count arguments,
-// and of the objects nested in it, down to maxCountDepth.
-func nestedCount(obj map[string]any, depth int) int64 {
-	n := int64(1)
-	for k, v := range obj {
-		switch x := v.(type) {
-		case []any:
-			n = max(n, int64(len(x)))
+			continue // a list under a count's name is counted by its length
 		case map[string]any:
 			if depth < maxCountDepth {
-				n = max(n, nestedCount(x, depth+1))
+				n = max(n, countIn(x, depth+1))
+			}
+		case string:
+			if ck == "ids" || strings.HasSuffix(ck, "_ids") {
+				n = max(n, int64(len(strings.FieldsFunc(x, isListSep))))
 			}
 		}
-		if _, list := v.([]any); !list && isCountArg(CanonicalTool(k)) {
+		if isCountArg(ck) {
 			n = max(n, scalarCount(v))
 		}
 	}
@@ -346,29 +335,26 @@ func scalarCount(v any) int64 {
 // numericString is s as a JSON number when, spaces aside, it is one.
 func numericString(s string) (json.Number, bool) {
 	t := strings.TrimSpace(s)
-	if t == "" || !json.Valid([]byte(t)) || strings.ContainsAny(t[:1], `"[{tfn`) {
+	if t == "" || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) || !json.Valid([]byte(t)) {
 		return "", false
 	}
 	return json.Number(t), true
 }
 
-// countOf is the count a count_from argument gives: a list's length, a
-// number or a string holding one, or the comma-separated items of another
-// string, at least 1; anything else is unreadable and counts as the
-// maximum.
+// countOf is the count a count_from argument gives: a list's length, the
+// comma-separated items of a string that is not a number, else what
+// scalarCount reads (a number, a string holding one; anything else is
+// unreadable and counts as the maximum); at least 1.
 func countOf(v any) int64 {
 	switch x := v.(type) {
 	case []any:
 		return min(max(int64(len(x)), 1), maxCount)
-	case json.Number:
-		return max(numberCount(x), 1)
 	case string:
-		if num, ok := numericString(x); ok {
-			return max(numberCount(num), 1)
+		if _, ok := numericString(x); !ok {
+			return max(int64(len(strings.FieldsFunc(x, isListSep))), 1)
 		}
-		return max(int64(len(strings.FieldsFunc(x, isListSep))), 1)
 	}
-	return maxCount // an object, true, null: unreadable, as in argCount
+	return max(scalarCount(v), 1)
 }
 
 func isListSep(r rune) bool { return r == ',' || r == ';' }

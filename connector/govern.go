@@ -414,8 +414,9 @@ func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *te
 	if len(refused) > 0 {
 		res.RefusalPayload = &RefusalPayload{Svc: RefusalList{Refused: refused, Version: 1}}
 	}
+	withheld := withheldWhole(req, calls)
 	for i, c := range calls {
-		if slices.Contains(c.out.obligations, engine.ObligationNotify) && released(req, &res, &c.out) {
+		if slices.Contains(c.out.obligations, engine.ObligationNotify) && released(withheld, &c.out) {
 			g.notify(rows[i], t)
 		}
 	}
@@ -433,13 +434,13 @@ func withheldWhole(req Request, calls []*call) bool {
 }
 
 // released reports whether a call reaches the client: every call in
-// observe mode; on path 1 none when the answer is refused as a whole; else
-// an allowed call.
-func released(req Request, res *Result, o *Outcome) bool {
+// observe mode; none when the answer is refused as a whole (withheld,
+// withheldWhole); else an allowed call.
+func released(withheld bool, o *Outcome) bool {
 	switch {
 	case !o.Enforced:
 		return true
-	case req.Transport != TransportInProcess && res.Blocked():
+	case withheld:
 		return false
 	}
 	return o.Outcome == OutcomeAllow

@@ -158,16 +158,18 @@ func (s *Server) badRequest(w http.ResponseWriter, route string, err error) {
 	s.cfg.Counters.InvalidRequests.Add(1)
 	br := &BadRequest{Reason: err.Error()}
 	errors.As(err, &br)
+	observe := route != "batch" && s.cfg.Mode == ModeObserve
+	msg := "request refused: body not readable"
+	if observe {
+		msg = "observe mode: body not readable; enforce would refuse it"
+	}
+	s.cfg.Log.Warn().Err(err).Str("route", route).Msg(msg)
 	switch {
 	case route == "batch":
-		s.cfg.Log.Warn().Err(err).Str("route", route).Msg("request refused: body not readable")
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "field": br.Field, "reason": br.Reason})
-	case s.cfg.Mode == ModeObserve:
-		s.cfg.Log.Warn().Err(err).Str("route", route).Str("rule", ruleInvalidRequest).
-			Msg("observe mode: body not readable; enforce would refuse it")
+	case observe:
 		writeJSON(w, http.StatusOK, guardrailResponse{Action: ActionNone})
 	default:
-		s.cfg.Log.Warn().Err(err).Str("route", route).Msg("request refused: body not readable")
 		writeJSON(w, http.StatusOK, refusedRequest(ErrDenied, ruleInvalidRequest, "the guardrail request is not readable: "+br.Error()))
 	}
 }
