@@ -342,9 +342,15 @@ func (p *parser) checkOPAToken(c Config) {
 	case c.OPAToken == "":
 	case c.OPAURL == "":
 		p.fail("opa_token", "is sent only to the OPA server of SVC_OPA_URL, which is unset")
-	case strings.ContainsFunc(c.OPAToken, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+	case hasSpaceOrControl(c.OPAToken):
 		p.fail("opa_token", "must not contain spaces or control characters")
 	}
+}
+
+// hasSpaceOrControl reports whether a token holds a space or a control
+// character, which no header value can carry as sent.
+func hasSpaceOrControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
 
 func (p *parser) check(c Config) {

@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -54,7 +57,7 @@ func newConnectorCommand() *cobra.Command {
 
 // runConnector serves until SIGINT or SIGTERM.
 func runConnector(ctx context.Context, cfg ConnectorConfig, stderr io.Writer) error {
-	log := newLogger(stderr, cfg.LogLevel, "json").With().Str("component", "connector").Logger()
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat).With().Str("component", "connector").Logger()
 	for _, w := range append(cfg.Warnings, unknownVariables(os.Environ())...) {
 		log.Warn().Msg(w)
 	}
@@ -118,7 +121,7 @@ func buildConnector(cfg ConnectorConfig, tools *connector.ToolMap, tm *tenancy.S
 	m := metrics.NewConnector(connector.CounterNames, counters.Snapshot)
 	decider := connector.NewHTTPDecider(cfg.CoreURL, cfg.CoreToken, cfg.VerifyTLS, cfg.DecideTimeout)
 	decider.UseRootCAs(cfg.TLS.roots)
-	gov := connector.NewGovernor(connector.GovernorConfig{Mode: cfg.Mode, HoldWait: cfg.HoldWait, Decider: decider,
+	gov := connector.NewGovernor(connector.GovernorConfig{Mode: cfg.Mode, HoldWait: cfg.HoldWait, DecideTimeout: cfg.DecideTimeout, Decider: decider,
 		Tenancy: tm, Tools: tools, Ledger: led, Counters: counters, Observer: m, Log: log})
 	srv := connector.NewServer(connector.ServerConfig{Token: cfg.Token, Version: Version, CoreURL: cfg.CoreURL.Redacted(),
 		HoldWait: cfg.HoldWait, Mode: cfg.Mode, LedgerPath: cfg.LedgerPath, Tenancy: tm, Counters: counters,
@@ -132,14 +135,14 @@ func warnings(log zerolog.Logger, cfg ConnectorConfig, tm *tenancy.Source) {
 		log.Warn().Msg("SVC_CONNECTOR_ALLOW_ANONYMOUS: the connector accepts requests without a token")
 	}
 	if connector.InMemory(cfg.LedgerPath) {
-		log.Warn().Msg("SVC_GATEWAY_LEDGER_PATH is unset: the gateway ledger is in memory and lost at exit")
+		log.Warn().Msg("SVC_GATEWAY_LEDGER_PATH is unset or in memory: the gateway ledger is lost at exit")
 	}
 	if !tm.Status().Loaded {
 		log.Warn().Msg("SVC_GATEWAY_TENANCY_MAP_FILE is unset: every caller is refused as unmapped")
 	}
-	if cfg.HoldWait >= gatewayTimeout-5*time.Second {
-		log.Warn().Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).
-			Msg("SVC_GATEWAY_HOLD_WAIT reaches LiteLLM's 600 s guardrail timeout: a held call ends as a gateway error; raise REQUEST_TIMEOUT or lower the wait")
+	if longest := cfg.HoldWait + 2*cfg.DecideTimeout; longest >= gatewayTimeout-5*time.Second {
+		log.Warn().Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Float64("client_timeout_seconds", cfg.DecideTimeout.Seconds()).
+			Msg("SVC_GATEWAY_HOLD_WAIT plus twice SVC_CLIENT_TIMEOUT reaches LiteLLM's 600 s guardrail timeout: a held call or a slow engine ends as a gateway error; raise REQUEST_TIMEOUT or lower them")
 	}
 	if cfg.Mode == connector.ModeObserve {
 		log.Warn().Msg("SVC_MODE=observe: nothing is blocked; the ledger records what enforce would have done")
@@ -198,13 +201,17 @@ func newConnectorLedgerCommand() *cobra.Command {
 	return c
 }
 
-// ledgerTable prints ledger rows as an aligned table.
+// ledgerTable prints ledger rows as an aligned table. Tool names and call
+// ids come from the model: one holding a control character (a line feed
+// forging a row, a terminal escape) or another unprintable one is printed
+// quoted, escaped.
 func ledgerTable(w io.Writer, rows []connector.Row) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tOUTCOME\tSTAGE\tRULE\tORG\tTOOL\tTOOL CALL\tHOLD\tRELEASED\tTRANSPORT")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", r.Time.Format(time.RFC3339), r.Outcome,
-			r.EnforcementStage, r.Rule, orDash(r.Org), r.Tool, r.ToolCallID, orDash(r.HoldID), r.ReleasedAfterApproval, r.Transport)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", r.Time.Format(time.RFC3339), printable(r.Outcome),
+			printable(r.EnforcementStage), printable(r.Rule), printable(orDash(r.Org)), printable(r.Tool),
+			printable(r.ToolCallID), printable(orDash(r.HoldID)), r.ReleasedAfterApproval, printable(r.Transport))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -214,6 +221,15 @@ func ledgerTable(w io.Writer, rows []connector.Row) error {
 		return err
 	}
 	return nil
+}
+
+// printable is s, or s quoted with its unprintable characters escaped
+// when it has any (or a space, which would misalign the table).
+func printable(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) {
+		return strconv.QuoteToGraphic(s)
+	}
+	return s
 }
 
 func orDash(s *string) string {

@@ -28,6 +28,7 @@ var connectorDefaults = map[string]any{
 	"connector_allow_anonymous": "false", "core_url": "", "core_token": "", "verify_ssl": "true",
 	"client_timeout": "30", "gateway_tenancy_map_file": "", "gateway_tool_map_file": "",
 	"gateway_hold_wait": "30", "gateway_ledger_path": "", "database_url": "", "mode": connector.ModeEnforce, "log_level": "info",
+	"log_format": "json",
 	"durability": string(ledger.DurabilityFull),
 }
 
@@ -53,6 +54,7 @@ type ConnectorConfig struct {
 	Durability     ledger.Durability // full: each ledger commit synced before the answer; os: written to the OS
 	Mode           string
 	LogLevel       string
+	LogFormat      string   // json (one object a line) or console (for people)
 	Warnings       []string // settings read as their safe default, for the start-up log
 	TLS            TLSConfig
 	Retention      time.Duration // SVC_RETENTION_DAYS: the age past which ledger rows go; 0 keeps them
@@ -85,6 +87,7 @@ func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 		Durability:     p.durability(),
 		Mode:           strings.ToLower(p.str("mode")),
 		LogLevel:       p.enum("log_level"),
+		LogFormat:      p.enum("log_format"),
 	}
 	raw := p.str("core_url")
 	u, ok := httpURL(raw)
@@ -93,6 +96,15 @@ func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 		p.fail("core_url", "is required: the engine's base URL, e.g. http://127.0.0.1:8080")
 	case !ok:
 		p.fail("core_url", "must be the engine's http(s) base URL, got %q", redactURL(raw))
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		// Not echoed: a query may hold a credential, which belongs in
+		// SVC_CORE_TOKEN (the connector appends /v1/decide to the path).
+		p.fail("core_url", "must be the engine's base URL without a query or fragment (a token goes in SVC_CORE_TOKEN)")
+	}
+	for _, key := range []string{"connector_token", "core_token"} {
+		if hasSpaceOrControl(p.str(key)) {
+			p.fail(key, "must not contain spaces or control characters: it is sent as one header value")
+		}
 	}
 	c.CoreURL = u
 	c.TLS = p.tlsSettings("connector_host", c.Host)
@@ -115,6 +127,9 @@ func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 	case "debug", "info", "warn", "error":
 	default:
 		p.fail("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		p.fail("log_format", "must be json or console, got %q", c.LogFormat)
 	}
 	c.Warnings = p.warns
 	return c, p

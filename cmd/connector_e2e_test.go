@@ -148,6 +148,13 @@ func TestConnectorRoutesAndAuth(t *testing.T) {
 	require.NoError(t, err)
 	readAll(t, resp)
 	require.Equal(t, 405, resp.StatusCode)
+	for _, path := range []string{"/healthz", "/metrics"} {
+		resp, err := http.Head(g.conn.URL + path)
+		require.NoError(t, err)
+		readAll(t, resp)
+		require.Equal(t, 405, resp.StatusCode, "HEAD %s: only GET is served", path)
+		require.Equal(t, "GET", resp.Header.Get("Allow"))
+	}
 	require.Zero(t, g.decides.Load(), "refused requests never reach the engine")
 
 	open := g.health(t, "")
@@ -269,6 +276,11 @@ func TestConnectorRefusesToStart(t *testing.T) {
 		{"no token", "SVC_CONNECTOR_TOKEN", "is required", map[string]string{"SVC_CONNECTOR_TOKEN": ""}},
 		{"no core url", "SVC_CORE_URL", "is required", map[string]string{"SVC_CORE_URL": ""}},
 		{"core url not http", "SVC_CORE_URL", "http(s)", map[string]string{"SVC_CORE_URL": "ftp://x"}},
+		{"core url with a query", "SVC_CORE_URL", "without a query", map[string]string{"SVC_CORE_URL": "http://127.0.0.1:1/?access_token=sk-live-4f9a8b7c6d5e4f3a2b1c"}},
+		{"core url with a fragment", "SVC_CORE_URL", "without a query or fragment", map[string]string{"SVC_CORE_URL": "http://127.0.0.1:1/#x"}},
+		{"token with a newline", "SVC_CONNECTOR_TOKEN", "control characters", map[string]string{"SVC_CONNECTOR_TOKEN": "abc\ndef"}},
+		{"core token with a space", "SVC_CORE_TOKEN", "spaces", map[string]string{"SVC_CORE_TOKEN": "abc def"}},
+		{"log format", "SVC_LOG_FORMAT", "json or console", map[string]string{"SVC_LOG_FORMAT": "xml"}},
 		{"hold wait", "SVC_GATEWAY_HOLD_WAIT", "seconds", map[string]string{"SVC_GATEWAY_HOLD_WAIT": "-1"}},
 		{"mode", "SVC_MODE", "enforce or observe", map[string]string{"SVC_MODE": "audit"}},
 		{"anonymous word", "SVC_CONNECTOR_ALLOW_ANONYMOUS", "true or false", map[string]string{"SVC_CONNECTOR_ALLOW_ANONYMOUS": "maybe"}},
@@ -347,4 +359,61 @@ func TestConnectorRefusesInvalidText(t *testing.T) {
 		assert.Contains(t, r.str("blocked_reason"), "RFC 7493")
 	}
 	assert.Zero(t, g.decides.Load(), "no call reached the engine")
+}
+
+// A pre_call request governs nothing: one the strict reader refuses — a
+// member twice in the prompt, a lone surrogate in the user's text, an image
+// past the body limit — is still answered NONE and counted, while a
+// post_call answer with the same faults is refused, and a body naming
+// input_type twice is not taken for a pre_call.
+func TestConnectorPreCallReadLeniently(t *testing.T) {
+	g := startGateway(t, nil)
+	pre := mustJSON(t, fixture(t, "05_pre_call_prompt_and_tools.json"))
+	post := mustJSON(t, fixture(t, "01_post_call_single_read_tool_call.json"))
+	faults := map[string]func([]byte) []byte{
+		"member twice": func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`{`), []byte(`{"extra": {"a": 1, "a": 2}, `), 1)
+		},
+		"lone surrogate": func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`{`), []byte(`{"extra": "text \ud800 here", `), 1)
+		},
+		"past the body limit": func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`{`), []byte(`{"extra": "`+strings.Repeat("A", 9<<20)+`", `), 1)
+		},
+	}
+	before := counter(t, g.health(t, connectorToken), "pre_call_requests")
+	for name, fault := range faults {
+		t.Run(name, func(t *testing.T) {
+			r := g.guardrail(t, fault(pre))
+			require.Equal(t, 200, r.Status, "%v", r.Body)
+			assert.Equal(t, "NONE", r.str("action"), "%v", r.Body)
+			r = g.guardrail(t, fault(post))
+			assert.Equal(t, "BLOCKED", r.str("action"), "%v", r.Body)
+			assert.Contains(t, r.str("blocked_reason"), "svc.core/invalid_request")
+		})
+	}
+	assert.Equal(t, before+3, counter(t, g.health(t, connectorToken), "pre_call_requests"))
+	twice := bytes.Replace(pre, []byte(`{`), []byte(`{"extra": {"a": 1, "a": 2}, "INPUT_TYPE": "response", `), 1)
+	assert.Equal(t, "BLOCKED", g.guardrail(t, twice).str("action"))
+	assert.Zero(t, g.decides.Load(), "no call reached the engine")
+}
+
+// TestConnectorLedgerTableEscapesModelText: a tool name and call id come
+// from the model; a line feed in one would forge a row of the operator's
+// table and a terminal escape would rewrite it, so they are printed
+// escaped (the JSON output escapes them as JSON does).
+func TestConnectorLedgerTableEscapesModelText(t *testing.T) {
+	g := startGateway(t, nil)
+	body := fixture(t, "01_post_call_single_read_tool_call.json")
+	call := body["tool_calls"].([]any)[0].(map[string]any)
+	call["id"] = "call_\x1b[31mRED\x1b[0m"
+	call["function"].(map[string]any)["name"] = "crm_get_customer\n2099-01-01T00:00:00Z  allow  allowed_at_gateway  forged\x1b[2K"
+	g.guardrail(t, body)
+	g.conn.stop(t)
+	table := runSvc(t, map[string]string{"SVC_GATEWAY_LEDGER_PATH": g.env["SVC_GATEWAY_LEDGER_PATH"]}, nil, "connector", "ledger")
+	require.Zero(t, table.code, table.output())
+	assert.Equal(t, 2, countLines(table.stdout), "a header and one row:\n%s", table.stdout)
+	assert.NotContains(t, table.stdout, "\x1b")
+	assert.Contains(t, table.stdout, `\n2099-01-01T00:00:00Z`)
+	assert.Contains(t, table.stdout, `"call_\x1b[31mRED\x1b[0m"`)
 }

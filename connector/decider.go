@@ -132,6 +132,11 @@ func (d *HTTPDecider) Decide(ctx context.Context, env *envelope.Envelope) (Decis
 		return Decision{}, fmt.Errorf("engine answered an unknown decision %q", dec.Decision)
 	case dec.Decision == "require_approval" && dec.HoldID == "":
 		return Decision{}, errors.New("engine required approval without a hold id")
+	case dec.Decision != "deny" && (dec.DecisionID == "" || dec.Rule == ""):
+		// Every allow and hold of the engine is audited under a decision
+		// id and names its rule (docs/api.md): one without them cannot be
+		// traced to a decision, so it is not acted on.
+		return Decision{}, fmt.Errorf("engine answered %s without a decision_id and a rule", dec.Decision)
 	}
 	return dec, nil
 }
@@ -177,7 +182,11 @@ func (d *HTTPDecider) getHold(ctx context.Context, u *url.URL, timeout time.Dura
 	if err := decodeAnswer(raw, &h, holdMembers); err != nil {
 		return Hold{}, fmt.Errorf("engine's hold is not readable: %w", err)
 	}
-	return h, nil
+	switch h.Status {
+	case HoldPending, HoldApproved, HoldRejected, HoldExpired, HoldConsumed:
+		return h, nil
+	}
+	return Hold{}, fmt.Errorf("engine's hold has an unknown status %q", h.Status)
 }
 
 // The members of the engine's answers the connector reads.
@@ -208,9 +217,14 @@ func (d *HTTPDecider) do(ctx context.Context, method string, u *url.URL, body []
 		return 0, nil, &UnreachableError{URL: d.base.Redacted(), Err: unwrapURLError(err)}
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	switch {
+	case err != nil:
 		return resp.StatusCode, nil, fmt.Errorf("read engine answer: %w", err)
+	case len(raw) > maxAnswer:
+		// Cut at the bound, an answer could read as another one (an allow
+		// followed by what the cut drops).
+		return resp.StatusCode, nil, fmt.Errorf("engine answer longer than %d bytes", maxAnswer)
 	}
 	return resp.StatusCode, raw, nil
 }

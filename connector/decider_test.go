@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,7 +48,14 @@ func TestHTTPDeciderAnswers(t *testing.T) {
 		body   string
 		want   string // decision, or "" for an error
 	}{
-		{"allow", 200, `{"decision": "allow", "rule": "r", "obligations": []}`, "allow"},
+		{"allow", 200, `{"decision": "allow", "rule": "r", "decision_id": "d1", "obligations": []}`, "allow"},
+		{"allow without an id", 200, `{"decision": "allow", "rule": "r"}`, ""},
+		{"allow without a rule", 200, `{"decision": "allow", "decision_id": "d1"}`, ""},
+		{"hold without a decision id", 200, `{"decision": "require_approval", "rule": "r", "hold_id": "h"}`, ""},
+		{"allow cut at the bound", 200, `{"decision": "allow", "rule": "r", "decision_id": "d1"}` +
+			strings.Repeat(" ", maxAnswer) + `{"decision": "deny"}`, ""},
+		{"allow as long as the bound", 200, `{"decision": "allow", "rule": "r", "decision_id": "d1"}` +
+			strings.Repeat(" ", maxAnswer-len(`{"decision": "allow", "rule": "r", "decision_id": "d1"}`)), "allow"},
 		{"engine's 500 deny", 500, `{"decision": "deny", "rule": "svc.core/internal_error"}`, "deny"},
 		{"engine's 400 deny", 400, `{"decision": "deny", "error": "invalid_envelope", "field": "params.x"}`, "deny"},
 		{"401", 401, `{"decision": "deny", "error": "unauthorized"}`, ""},
@@ -56,7 +64,7 @@ func TestHTTPDeciderAnswers(t *testing.T) {
 		{"twice", 200, `{"decision": "deny", "decision": "allow"}`, ""},
 		{"unknown decision", 200, `{"decision": "maybe"}`, ""},
 		{"hold without id", 200, `{"decision": "require_approval"}`, ""},
-		{"obligations", 200, `{"decision": "allow", "obligations": ["redact"]}`, "allow"}, // judged by the Governor
+		{"obligations", 200, `{"decision": "allow", "rule": "r", "decision_id": "d1", "obligations": ["redact"]}`, "allow"}, // judged by the Governor
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,4 +150,16 @@ func TestAwaitHoldPollsAnEngineWithoutLongPoll(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, HoldPending, h.Status)
 	assert.Less(t, time.Since(start), 3*time.Second)
+}
+
+// TestAwaitHoldRefusesAnUnknownStatus: a hold in a status the connector
+// does not know (or none) is an engine fault, not a denial.
+func TestAwaitHoldRefusesAnUnknownStatus(t *testing.T) {
+	for _, body := range []string{`{"id": "h", "status": "weird"}`, `{"id": "h"}`, `{"id": "h", "status": "Approved"}`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) }))
+		u, _ := url.Parse(srv.URL)
+		_, err := NewHTTPDecider(u, "", true, time.Second).AwaitHold(context.Background(), "h", 0)
+		require.ErrorContains(t, err, "unknown status", body)
+		srv.Close()
+	}
 }

@@ -45,6 +45,7 @@ type Observer interface {
 type Governor struct {
 	mode     string
 	holdWait time.Duration
+	timeout  time.Duration
 	decider  Decider
 	tenancy  Tenancy
 	tools    *ToolMap
@@ -60,18 +61,29 @@ type Governor struct {
 type GovernorConfig struct {
 	Mode     string
 	HoldWait time.Duration
-	Decider  Decider
-	Tenancy  Tenancy
-	Tools    *ToolMap
-	Ledger   Recorder
-	Counters *Counters
-	Observer Observer // nil: none
-	Log      zerolog.Logger
+	// DecideTimeout bounds the engine's answers to one request together
+	// (SVC_CLIENT_TIMEOUT): the first decisions of all its calls, then the
+	// re-submissions of the approved ones. 0 is DefaultDecideTimeout.
+	DecideTimeout time.Duration
+	Decider       Decider
+	Tenancy       Tenancy
+	Tools         *ToolMap
+	Ledger        Recorder
+	Counters      *Counters
+	Observer      Observer // nil: none
+	Log           zerolog.Logger
 }
+
+// DefaultDecideTimeout is SVC_CLIENT_TIMEOUT's default.
+const DefaultDecideTimeout = 30 * time.Second
 
 // NewGovernor returns a Governor.
 func NewGovernor(c GovernorConfig) *Governor {
-	return &Governor{mode: c.Mode, holdWait: c.HoldWait, decider: c.Decider, tenancy: c.Tenancy, tools: c.Tools,
+	timeout := c.DecideTimeout
+	if timeout <= 0 {
+		timeout = DefaultDecideTimeout
+	}
+	return &Governor{mode: c.Mode, holdWait: c.HoldWait, timeout: timeout, decider: c.Decider, tenancy: c.Tenancy, tools: c.Tools,
 		ledger: c.Ledger, counters: c.Counters, observer: c.Observer, log: c.Log, now: time.Now, classify: Classify}
 }
 
@@ -87,8 +99,10 @@ type call struct {
 
 // Govern decides on every tool call of req, in order, and records one
 // ledger row per call before it returns. Each call is decided first, then
-// the holds are waited on, all within one hold wait (see awaitHolds). Whatever fails — a panic included — refuses under
-// svc.core/fail_closed; nothing is let through unjudged.
+// the holds are waited on, all within one hold wait (see awaitHolds).
+// Whatever fails — a panic included — refuses under svc.core/fail_closed;
+// nothing is let through unjudged. An answer takes at most the hold wait
+// and twice the decide timeout, whatever the number of calls (MaxAnswer).
 func (g *Governor) Govern(ctx context.Context, req Request) (res Result) {
 	g.counters.add(&g.counters.ResponsesSeen, 1)
 	if len(req.ToolCalls) == 0 {
@@ -118,11 +132,37 @@ func (g *Governor) Govern(ctx context.Context, req Request) (res Result) {
 		return g.finish(ctx, req, calls, nil, "")
 	}
 	session := Session(b.Tenant.Org, req.Session, req.EndUser)
-	for _, c := range calls {
-		g.decideOne(ctx, req, b.Tenant, session, c)
-	}
-	g.awaitHolds(ctx, req, calls)
+	bounded, cancel := context.WithTimeout(ctx, g.MaxAnswer(g.waitFor(req)))
+	defer cancel()
+	g.decideAll(bounded, req, b.Tenant, session, calls)
+	g.awaitHolds(bounded, req, calls)
 	return g.finish(ctx, req, calls, b.Tenant, session)
+}
+
+// MaxAnswer is the longest the engine's side of an answer may take with a
+// hold wait of wait: the first decisions within one decide timeout, the
+// hold wait, then the hold reads and re-submissions within another.
+func (g *Governor) MaxAnswer(wait time.Duration) time.Duration {
+	return wait + 2*g.timeout
+}
+
+// decideAll asks the engine about each call in order, all within one
+// decide timeout, so that a slow or hung engine delays the answer by that
+// much whatever the number of calls. On path 1, where a refusal refuses
+// the whole answer, the calls after one the engine could not decide are
+// refused without asking it.
+func (g *Governor) decideAll(ctx context.Context, req Request, t *tenancy.Tenant, session string, calls []*call) {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	faulted := false
+	for _, c := range calls {
+		if faulted && req.Transport != TransportInProcess {
+			c.out = g.failClosed(c.tc, "not put to the engine: it could not decide an earlier call of this response")
+			continue
+		}
+		g.decideOne(ctx, req, t, session, c)
+		faulted = faulted || c.out.Outcome == OutcomeFailClosed
+	}
 }
 
 // decideOne classifies a call and asks the engine once.
@@ -183,13 +223,7 @@ func (g *Governor) envelope(req Request, t *tenancy.Tenant, session string, tc T
 // call is kept or removed on its own, so every hold gets the whole wait
 // and every approved call is re-submitted.
 func (g *Governor) awaitHolds(ctx context.Context, req Request, calls []*call) {
-	wait := g.holdWait
-	if req.HoldWait != nil {
-		wait = min(wait, max(*req.HoldWait, 0))
-	}
-	if g.mode == ModeObserve {
-		wait = 0
-	}
+	wait := g.waitFor(req)
 	whole := req.Transport != TransportInProcess
 	for _, c := range calls {
 		if whole && c.hold == "" && c.out.Outcome != OutcomeAllow {
@@ -211,13 +245,56 @@ func (g *Governor) awaitHolds(ctx context.Context, req Request, calls []*call) {
 	refused := slices.ContainsFunc(calls, func(c *call) bool {
 		return !slices.Contains(approved, c) && c.out.Outcome != OutcomeAllow
 	})
+	twins := twinsOf(approved)
+	refused = refused || len(twins) > 0
 	for _, c := range approved {
-		if whole && refused {
+		switch {
+		case twins[c]:
+			g.refuseTwin(c)
+		case whole && refused:
 			g.keepApproval(c)
-		} else {
+		default:
 			g.redeem(ctx, c)
+			refused = refused || c.out.Outcome != OutcomeAllow // path 1: the approvals after it are kept
 		}
 	}
+}
+
+// twinsOf are the approved calls under the same hold as an earlier one:
+// identical actions of one answer share a hold, whose approval releases
+// one call only.
+func twinsOf(approved []*call) map[*call]bool {
+	twins := map[*call]bool{}
+	for i, c := range approved {
+		if slices.ContainsFunc(approved[:i], func(p *call) bool { return p.hold == c.hold }) {
+			twins[c] = true
+		}
+	}
+	return twins
+}
+
+// refuseTwin refuses a call approved under the same hold as an earlier call
+// of its answer, without re-submitting it: the engine would refuse a
+// second redemption, and on path 1 re-submitting the first call would
+// spend the approval on an answer that is refused.
+func (g *Governor) refuseTwin(c *call) {
+	prev := c.out
+	c.out = g.refuse(c.tc, OutcomeDeny, ErrDenied, engine.RuleHoldNotRedeemable, fmt.Sprintf(
+		"hold %s approves one call, and an earlier call of this response is the same action under it: "+
+			"one approval releases one call", c.hold), c.hold)
+	g.settleHold(c, prev)
+}
+
+// waitFor is the hold wait of req: the connector's, or the shorter one the
+// request asks for; none in observe mode.
+func (g *Governor) waitFor(req Request) time.Duration {
+	if g.mode == ModeObserve {
+		return 0
+	}
+	if req.HoldWait != nil {
+		return min(g.holdWait, max(*req.HoldWait, 0))
+	}
+	return g.holdWait
 }
 
 // readHold reads a call's hold, waiting up to wait, and reports whether it

@@ -3,8 +3,10 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -87,7 +89,8 @@ func TestGovernPanicInClassificationFailsClosed(t *testing.T) {
 	}
 	assert.Zero(t, d.calls.Load())
 	assert.Len(t, led.rows, 2, "the refusals are on record")
-	assert.Equal(t, int64(2), g.counters.InternalErrors.Load())
+	assert.Equal(t, int64(1), g.counters.InternalErrors.Load(), "the second call is refused without classifying it")
+	assert.Contains(t, res.Outcomes[1].Reason, "not put to the engine")
 }
 
 func TestGovernPanicInDeciderFailsClosed(t *testing.T) {
@@ -550,4 +553,90 @@ func TestGovernRecordsAfterTheGatewayLeft(t *testing.T) {
 	require.Len(t, led.rows, 1)
 	assert.Equal(t, OutcomeDeny, res.Outcomes[0].Outcome)
 	assert.Equal(t, OutcomeDeny, led.rows[0].Outcome)
+}
+
+// Two identical calls of one answer share a hold (the engine reuses it),
+// and its approval releases one call: on path 1 neither is re-submitted,
+// so the approval is not spent on an answer that is refused anyway; on
+// path 2 the first is released and the second refused without asking.
+func TestGovernTwinCallsUnderOneHold(t *testing.T) {
+	a := ToolCall{ID: "call_a", Name: "purge_a", Arguments: `{}`}
+	twin := ToolCall{ID: "call_a2", Name: "purge_a", Arguments: `{}`}
+	cases := []struct {
+		transport string
+		redeemed  []string
+		first     string
+	}{
+		{TransportGuardrailAPI, nil, OutcomeHoldTimeout},
+		{TransportInProcess, []string{"h-purge_a"}, OutcomeAllow},
+	}
+	for _, tc := range cases {
+		t.Run(tc.transport, func(t *testing.T) {
+			d := &statusDecider{statuses: map[string]string{"h-purge_a": HoldApproved}}
+			g := NewGovernor(GovernorConfig{Mode: ModeEnforce, HoldWait: time.Second, Decider: d, Tenancy: testTenancy(t),
+				Ledger: &memLedger{}, Counters: &Counters{}, Log: zerolog.Nop()})
+			req := opsRequest(a, twin)
+			req.Transport = tc.transport
+			res := g.Govern(context.Background(), req)
+			assert.Equal(t, tc.redeemed, d.redeemed)
+			assert.Equal(t, tc.first, res.Outcomes[0].Outcome)
+			second := res.Outcomes[1]
+			assert.Equal(t, OutcomeDeny, second.Outcome)
+			assert.Equal(t, "svc.core/hold_not_redeemable", second.Rule)
+			assert.Contains(t, second.Reason, "one approval releases one call")
+		})
+	}
+}
+
+// hungEngine is a loopback engine that accepts requests and never answers;
+// it counts them.
+func hungEngine(t *testing.T, timeout time.Duration) (*HTTPDecider, *atomic.Int64) {
+	t.Helper()
+	var asked atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	return NewHTTPDecider(u, "", true, timeout), &asked
+}
+
+// An engine that hangs delays an answer by one decide timeout, whatever
+// the number of calls: on path 1 the calls after the first are refused
+// without asking; on path 2 they share what is left of the timeout.
+func TestGovernBoundsAHungEngine(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	calls := make([]ToolCall, 6)
+	for i := range calls {
+		calls[i] = ToolCall{ID: fmt.Sprintf("call_%d", i), Name: "crm_get_customer", Arguments: `{"customer_id": "c"}`}
+	}
+	for _, transport := range []string{TransportGuardrailAPI, TransportInProcess} {
+		t.Run(transport, func(t *testing.T) {
+			d, asked := hungEngine(t, timeout)
+			led := &memLedger{}
+			g := NewGovernor(GovernorConfig{Mode: ModeEnforce, DecideTimeout: timeout, Decider: d, Tenancy: testTenancy(t),
+				Ledger: led, Counters: &Counters{}, Log: zerolog.Nop()})
+			req := opsRequest(calls...)
+			req.Transport = transport
+			start := time.Now()
+			res := g.Govern(context.Background(), req)
+			elapsed := time.Since(start)
+			assert.Less(t, elapsed, 3*timeout, "six calls, one timeout (six would take %v)", 6*timeout)
+			for _, o := range res.Outcomes {
+				assert.Equal(t, OutcomeFailClosed, o.Outcome)
+			}
+			assert.Len(t, led.rows, len(calls))
+			if transport == TransportGuardrailAPI {
+				assert.Equal(t, int64(1), asked.Load())
+				assert.Contains(t, res.Outcomes[5].Reason, "not put to the engine")
+			}
+		})
+	}
 }

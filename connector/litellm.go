@@ -81,6 +81,23 @@ type BadRequest = strictjson.Error
 // the guardrail's extra_headers).
 const sessionHeader = "x-svc-session"
 
+// sessionHeaderOf is the x-svc-session header of headers, its name in any
+// case; given in two cases with different values (LiteLLM writes names in
+// lower case), it is refused rather than one picked at random.
+func sessionHeaderOf(headers map[string]*string) (string, error) {
+	value, seen := "", false
+	for name, v := range headers {
+		if !strings.EqualFold(name, sessionHeader) || v == nil {
+			continue
+		}
+		if seen && *v != value {
+			return "", &BadRequest{Field: "request_headers." + sessionHeader, Reason: "is given twice with different values"}
+		}
+		value, seen = *v, true
+	}
+	return value, nil
+}
+
 // toRequest reads a post-call guardrail request into a neutral Request.
 func (g *guardrailRequest) toRequest() (Request, error) {
 	req := Request{Transport: TransportGuardrailAPI, Model: deref(g.Model)}
@@ -94,11 +111,11 @@ func (g *guardrailRequest) toRequest() (Request, error) {
 			return req, &BadRequest{Field: "additional_provider_specific_params.svc_session", Reason: "must be a string"}
 		}
 	}
-	for name, v := range g.RequestHeaders {
-		if strings.EqualFold(name, sessionHeader) && v != nil {
-			req.Session.Header = *v
-		}
+	header, err := sessionHeaderOf(g.RequestHeaders)
+	if err != nil {
+		return req, err
 	}
+	req.Session.Header = header
 	calls, err := readToolCalls(g.ToolCalls, "tool_calls")
 	req.ToolCalls = calls
 	return req, err

@@ -24,3 +24,34 @@ func TestToolNameNeedsALetterOrDigit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "_purge-rows_", calls[0].Name, "the name is kept as sent")
 }
+
+// TestSessionHeaderInAnyCase: the x-svc-session header is read whatever
+// the case of its name; two spellings with different values are refused
+// rather than one picked in map order.
+func TestSessionHeaderInAnyCase(t *testing.T) {
+	s := func(v string) *string { return &v }
+	cases := []struct {
+		headers map[string]*string
+		want    string
+		err     bool
+	}{
+		{map[string]*string{"x-svc-session": s("A")}, "A", false},
+		{map[string]*string{"X-Svc-Session": s("A")}, "A", false},
+		{map[string]*string{"x-svc-session": s("A"), "X-SVC-SESSION": s("A")}, "A", false},
+		{map[string]*string{"x-svc-session": s("A"), "X-Svc-Session": s("B")}, "", true},
+		{map[string]*string{"x-svc-session": nil, "x-other": s("B")}, "", false},
+	}
+	for _, tc := range cases {
+		for range 20 { // map order varies between runs
+			got, err := sessionHeaderOf(tc.headers)
+			if tc.err {
+				var br *BadRequest
+				require.ErrorAs(t, err, &br)
+				assert.Equal(t, "request_headers.x-svc-session", br.Field)
+				continue
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -40,8 +41,13 @@ type ServerConfig struct {
 	Metrics     http.Handler // nil: /metrics is not served
 	Log         zerolog.Logger
 	Governor    *Governor
-	MaxBodySize int64 // 0: MaxBody
+	MaxBodySize int64         // 0: MaxBody
+	BodyTimeout time.Duration // 0: BodyTimeout
 }
+
+// BodyTimeout bounds the read of a request body: a caller that sends its
+// headers and then stalls is answered, and its connection closed.
+const BodyTimeout = 60 * time.Second
 
 // Server serves the connector's routes.
 type Server struct {
@@ -53,6 +59,9 @@ type Server struct {
 func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxBodySize == 0 {
 		cfg.MaxBodySize = MaxBody
+	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = BodyTimeout
 	}
 	return &Server{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token))}
 }
@@ -77,13 +86,18 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if r.URL.Path != path.Clean(r.URL.Path) || r.URL.Path == "" {
+		switch {
+		case r.URL.Path != path.Clean(r.URL.Path) || r.URL.Path == "":
 			// ServeMux would redirect "//beta/…" or "/beta/./…" to the
 			// route; only the exact paths are served.
 			http.NotFound(w, r)
-			return
+		case r.Method == http.MethodHead:
+			// ServeMux would answer HEAD with a GET route: only GET is.
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		default:
+			mux.ServeHTTP(w, r)
 		}
-		mux.ServeHTTP(w, r)
 	})
 }
 
@@ -127,27 +141,75 @@ func (s *Server) guard(route string, h func(w http.ResponseWriter, r *http.Reque
 				s.cfg.Observer.Answered(route, time.Since(start))
 			}
 		}()
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodySize))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				err = &BadRequest{Reason: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodySize)}
-			} else {
-				err = &BadRequest{Reason: "request body could not be read: " + err.Error()}
+		var body []byte
+		var err error
+		s.reading(w, func() { body, err = s.readBody(r) })
+		unread := err != nil
+		if err == nil {
+			if err = h(w, r, body); err == nil {
+				return
 			}
-			s.badRequest(w, route, err)
+		}
+		// A pre_call request governs nothing: one the connector cannot read
+		// strictly (a duplicate member, a lone surrogate or a large image in
+		// the prompt) is still let through when it is unambiguously one.
+		var pre bool
+		if route == "guardrail" {
+			s.reading(w, func() {
+				pre = preCallOnly(io.MultiReader(bytes.NewReader(body), io.LimitReader(r.Body, MaxPreCallBody)))
+			})
+		}
+		if unread {
+			dropBody(w)
+		}
+		if pre {
+			s.preCall(w)
 			return
 		}
-		// Invalid UTF-8 and lone surrogates read as U+FFFD: two calls that
-		// differ there would be one call to the engine (engine/ijson).
-		if err := ijson.Check(body); err != nil {
-			s.badRequest(w, route, &BadRequest{Reason: err.Error()})
-			return
-		}
-		if err := h(w, r, body); err != nil {
-			s.badRequest(w, route, err)
-		}
+		s.badRequest(w, route, err)
 	}
+}
+
+// reading runs read under the body's read deadline (BodyTimeout), lifted
+// after it: net/http would otherwise cancel the request's context when it
+// passes, during a hold wait say.
+func (s *Server) reading(w http.ResponseWriter, read func()) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported only by test recorders
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	read()
+}
+
+// dropBody closes the connection of a request whose body was not read to
+// its end: net/http would otherwise read the rest, without a deadline,
+// before it answers, to reuse the connection.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // unsupported only by test recorders
+}
+
+// readBody reads a request body within MaxBodySize that is I-JSON text:
+// invalid UTF-8 and lone surrogates read as U+FFFD, so that two calls that
+// differ there would be one call to the engine (engine/ijson). The body is
+// returned as read on an error too.
+func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxBodySize+1))
+	switch {
+	case err != nil:
+		return body, &BadRequest{Reason: "request body could not be read: " + err.Error()}
+	case int64(len(body)) > s.cfg.MaxBodySize:
+		return body, &BadRequest{Reason: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodySize)}
+	}
+	if err := ijson.Check(body); err != nil {
+		return body, &BadRequest{Reason: err.Error()}
+	}
+	return body, nil
+}
+
+// preCall answers a pre_call request: NONE, counted.
+func (s *Server) preCall(w http.ResponseWriter) {
+	s.cfg.Counters.PreCallRequests.Add(1)
+	writeJSON(w, http.StatusOK, guardrailResponse{Action: ActionNone})
 }
 
 // badRequest answers a body the connector cannot read, counted in
@@ -191,8 +253,7 @@ func (s *Server) handleGuardrail(w http.ResponseWriter, r *http.Request, body []
 	}
 	switch deref(g.InputType) {
 	case InputRequest:
-		s.cfg.Counters.PreCallRequests.Add(1)
-		writeJSON(w, http.StatusOK, guardrailResponse{Action: ActionNone})
+		s.preCall(w)
 		return nil
 	case InputResponse:
 	case "":

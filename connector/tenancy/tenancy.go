@@ -263,7 +263,7 @@ func HoldsSecret(s string) bool {
 		return true
 	}
 	if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.Scheme != "" {
-		if _, ok := u.User.Password(); ok {
+		if _, ok := u.User.Password(); ok || secretPath(u) {
 			return true
 		}
 		for k, vs := range u.Query() {
@@ -281,6 +281,22 @@ func HoldsSecret(s string) bool {
 		}
 	}
 	return false
+}
+
+// secretPaths are the hosts and path prefixes of webhook URLs whose path is
+// the credential: whoever holds the URL can post to the channel.
+var secretPaths = []string{"hooks.slack.com/services/", "hooks.slack.com/workflows/", "hooks.slack.com/triggers/",
+	"discord.com/api/webhooks/", "discordapp.com/api/webhooks/", "outlook.office.com/webhook/", "webhook.office.com/",
+	"api.telegram.org/bot", "hooks.zapier.com/hooks/"}
+
+// secretPath reports whether u's path carries a credential: a known
+// webhook URL, or a path segment that looks random (randomLooking).
+func secretPath(u *url.URL) bool {
+	hp := strings.ToLower(u.Host + u.Path)
+	if slices.ContainsFunc(secretPaths, func(p string) bool { return strings.HasPrefix(hp, p) || strings.Contains(hp, "."+p) }) {
+		return true
+	}
+	return slices.ContainsFunc(strings.Split(u.Path, "/"), randomLooking)
 }
 
 // secretParams are URL query parameters that carry credentials under names
@@ -321,12 +337,15 @@ func randomLooking(s string) bool {
 // credential (a token, secret, password or key) rather than a setting.
 func secretName(k string) bool {
 	l := strings.ToLower(k)
-	for _, w := range []string{"token", "secret", "password", "passwd", "api_key", "apikey", "credential", "auth"} {
+	for _, w := range []string{"token", "secret", "password", "passwd", "passphrase", "api_key", "apikey", "credential", "auth",
+		"private_key", "privatekey"} {
 		if strings.Contains(l, w) {
 			return true
 		}
 	}
-	return false
+	// Short names are matched as whole words only ("pw", not "pwa").
+	words := strings.FieldsFunc(l, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') })
+	return slices.ContainsFunc(words, func(w string) bool { return w == "pw" || w == "pwd" || w == "pass" || w == "pin" })
 }
 
 func sortedKeys[V any](m map[string]V) []string {
