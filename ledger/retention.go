@@ -56,7 +56,7 @@ func PruneAudit(ctx context.Context, tx *sql.Tx, before time.Time, limit int) (i
 	res, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE seq IN (
 		SELECT seq FROM audit WHERE ts_ms < ? AND seq < (
 			SELECT coalesce(min(seq), 0) FROM (SELECT seq FROM audit WHERE body NOT LIKE '%"degraded":true%'
-				ORDER BY seq DESC LIMIT ?))
+				ORDER BY seq DESC LIMIT ?) AS newest)
 		ORDER BY seq LIMIT ?)`, before.UnixMilli(), reconcileRows, limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune audit mirror: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/database/pgtest"
 	"github.com/svc-dev/svc/ledger"
 )
 
@@ -17,11 +18,31 @@ import (
 // the newest 4096 regular rows (which the start-up reconciliation with the
 // JSONL file reads) and everything after them, and rows newer than the
 // cut-off.
+// It runs on SQLite and PostgreSQL (whose versions before 16 require a
+// name for every subquery in FROM).
 func TestPruneAuditKeepsWhatReconciliationReads(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { testPruneAudit(t, openKind(t, kind)) })
+	}
+}
+
+// openKind opens an empty store of kind sqlite or postgres.
+func openKind(t *testing.T, kind string) *ledger.DB {
 	ctx := context.Background()
-	db, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "svc.db"), ledger.DurabilityOS)
+	var db *ledger.DB
+	var err error
+	if kind == "postgres" {
+		db, err = ledger.OpenPostgres(ctx, pgtest.URL(t), ledger.DurabilityOS, 5*time.Second)
+	} else {
+		db, err = ledger.Open(ctx, filepath.Join(t.TempDir(), "svc.db"), ledger.DurabilityOS)
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func testPruneAudit(t *testing.T, db *ledger.DB) {
+	ctx := context.Background()
 	cut := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	oldMS, newMS := cut.Add(-time.Hour).UnixMilli(), cut.Add(time.Hour).UnixMilli()
 	tx, err := db.SQL().Begin()
