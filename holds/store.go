@@ -304,11 +304,12 @@ func sortHolds(hs []engine.Hold) {
 // an approved hold is never deleted, whatever its age: the sweep records
 // its expiry first. It has the signature of a ledger.PruneBatch.
 func PruneSettled(ctx context.Context, tx *sql.Tx, before time.Time, limit int) (int64, error) {
+	ms := before.UnixMilli() // positional: PostgreSQL's driver takes no named arguments
 	res, err := tx.ExecContext(ctx, `DELETE FROM holds WHERE id IN (
 		SELECT id FROM holds WHERE status IN ('rejected', 'expired', 'consumed')
-			AND created_ms < :before AND expires_ms < :before
-			AND coalesce(decided_ms, 0) < :before AND coalesce(consumed_ms, 0) < :before
-		LIMIT :limit)`, sql.Named("before", before.UnixMilli()), sql.Named("limit", limit))
+			AND created_ms < ? AND expires_ms < ?
+			AND coalesce(decided_ms, 0) < ? AND coalesce(consumed_ms, 0) < ?
+		LIMIT ?)`, ms, ms, ms, ms, limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune settled holds: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/database/pgtest"
+	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 )
 
@@ -76,4 +77,32 @@ func testPruneAudit(t *testing.T, db *ledger.DB) {
 	n, err = db.Prune(ctx, cut.Add(24*time.Hour), ledger.PruneAudit)
 	require.NoError(t, err)
 	assert.Zero(t, n, "what reconciliation reads stays, however old")
+}
+
+// TestPruneSettledHoldsOnBothStores: the settled-holds prune (package
+// holds, run by svc's retention beside the audit prune) on SQLite and
+// PostgreSQL: an old consumed hold goes, an old pending one stays.
+func TestPruneSettledHoldsOnBothStores(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			db := openKind(t, kind)
+			_, err := holds.NewStore(ctx, db.SQL())
+			require.NoError(t, err)
+			cut := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+			old := cut.Add(-48 * time.Hour).UnixMilli()
+			for _, h := range []struct{ id, status string }{{"gone", "consumed"}, {"kept", "pending"}} {
+				_, err := db.SQL().ExecContext(ctx, `INSERT INTO holds (id, status, rule, reason, envelope, envelope_hash,
+					params_hash, agent_id, on_behalf_of, session_id, created_ms, expires_ms, decided_ms, consumed_ms, decision_id)
+					VALUES (?, ?, 'r', 'why', '{}', 'h', 'p', 'a', 'o', 's', ?, ?, ?, ?, 'd')`, h.id, h.status, old, old, old, old)
+				require.NoError(t, err)
+			}
+			n, err := db.Prune(ctx, cut, holds.PruneSettled)
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, n)
+			var left string
+			require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT id FROM holds`).Scan(&left))
+			assert.Equal(t, "kept", left)
+		})
+	}
 }
