@@ -38,6 +38,7 @@ const (
 	ReasonHoldConsumed         = "svc_hold_consumed"
 	ReasonHoldEnvelopeMismatch = "svc_hold_envelope_mismatch"
 	ReasonHoldActorMismatch    = "svc_hold_actor_mismatch"
+	ReasonHoldRuleMismatch     = "svc_hold_rule_mismatch"
 )
 
 // Decision is the response body of POST /v1/decide (spec §2.2). Beside the

@@ -13,7 +13,8 @@ import (
 
 // redeem spends an approved hold on a re-submission. The hold must exist,
 // be bound to the same envelope hash, parameters, actor and gate, and be approved
-// and unexpired; consumption is one compare-and-set, made by the commit of
+// and unexpired; when the policy holds the re-submission, it must hold it
+// under the hold's rule; consumption is one compare-and-set, made by the commit of
 // the decision (settle handles losing it). A refused re-submission never
 // consumes the hold.
 func (e *Engine) redeem(ctx context.Context, req Request, out *outcome, now time.Time) error {
@@ -39,6 +40,13 @@ func (e *Engine) redeem(ctx context.Context, req Request, out *outcome, now time
 		e.refuse(out, code, why)
 		return nil
 	}
+	if v := out.policy; v != nil && v.Decision == RequireApproval && v.Rule != h.Rule {
+		// Who may approve depends on the rule (SVC_RESOLUTION_POLICY): an
+		// approval given under one rule does not lift another.
+		e.refuse(out, ReasonHoldRuleMismatch, "the hold approves an action held by "+h.Rule+
+			"; this re-submission is held by "+v.Rule+", which needs an approval of its own")
+		return nil
+	}
 	consumed := h
 	consumed.Status, consumed.ConsumedTS, consumed.ConsumedBy = HoldConsumed, &now, out.DecisionID
 	out.Decision.Decision, out.Rule = Allow, RuleApprovedResubmission
@@ -61,6 +69,10 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 		return ReasonHoldEnvelopeMismatch, "the action, target, magnitude or axes differ from the held envelope"
 	case err != nil || h.ParamsHash != paramsHash:
 		return ReasonHoldEnvelopeMismatch, "the parameters differ from the held envelope"
+	case h.Envelope == nil ||
+		envelope.BoundEnvironment(h.Envelope.Target.RawEnvironment) != envelope.BoundEnvironment(env.Target.RawEnvironment):
+		return ReasonHoldEnvelopeMismatch, "the environment differs from the held envelope's (" +
+			h.Envelope.Target.RawEnvironment + " was approved)"
 	case h.Envelope == nil || envelope.Fold(h.Envelope.Agent.ID) != envelope.Fold(env.Agent.ID) ||
 		envelope.Fold(h.Envelope.Agent.OnBehalfOf) != envelope.Fold(env.Agent.OnBehalfOf):
 		return ReasonHoldActorMismatch, "the hold was raised for another agent or principal"
@@ -72,17 +84,19 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 
 // HoldBinding is the key of what a hold is bound to, under which a
 // require_approval reuses it (Holds.Reusable): sha256 hex of the envelope
-// hash, the params hash, the folded agent.id and agent.on_behalf_of and the
-// gate, the values a re-submission must match to redeem it (binding). A
-// hold without envelope, or raised before svc recorded gates, has none
-// (""), and is never reused.
+// hash, the params hash, the folded agent.id and agent.on_behalf_of, the
+// gate, the rule that held it and the environment as named
+// (envelope.BoundEnvironment) — the values a re-submission must match
+// to redeem it (binding, redeem). The rule is part of it because who may
+// approve depends on it (SVC_RESOLUTION_POLICY). A hold without envelope,
+// or raised before svc recorded gates, has none (""), and is never reused.
 func HoldBinding(h *Hold) string {
 	if h.Envelope == nil || h.Gate == nil {
 		return ""
 	}
 	a := h.Envelope.Agent
 	key, _ := json.Marshal([]string{h.EnvelopeHash, h.ParamsHash, envelope.Fold(a.ID), envelope.Fold(a.OnBehalfOf),
-		*h.Gate}) // strings always marshal
+		*h.Gate, h.Rule, envelope.BoundEnvironment(h.Envelope.Target.RawEnvironment)}) // strings always marshal
 	sum := sha256.Sum256(key)
 	return hex.EncodeToString(sum[:])
 }

@@ -192,6 +192,19 @@ func CanonicalEnvironment(raw string) string {
 	return "production"
 }
 
+// BoundEnvironment is what an approval of an action in environment raw is
+// bound to: its canonical environment when raw is a spelling of one, else
+// raw itself, folded. "prod-eu" and "qa" both read as production (the
+// strictest reading), yet name different systems, and a human approving
+// an action in one has not approved it in the other.
+func BoundEnvironment(raw string) string {
+	f := Fold(raw)
+	if canon, ok := environmentAliases[f]; ok {
+		return canon
+	}
+	return "unrecognised:" + f
+}
+
 // CanonicalVerb maps a caller's verb and ability to the closed verb set.
 // Words are split on separators and camelCase and compared without
 // diacritics; the riskiest recognised word wins; a verb none of whose
