@@ -137,7 +137,7 @@ func (a *app) open(ctx context.Context) error {
 		deps.Gatekeeper = gate
 	}
 	srv = engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
-		BodyTimeout: cfg.ReadTimeout}, deps)
+		BodyTimeout: cfg.ReadTimeout, MaxHoldWaiters: cfg.MaxConns / 2}, deps)
 	a.handler = srv.Handler()
 	a.endWaits = func() {
 		srv.EndHoldWaits()

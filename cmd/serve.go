@@ -178,6 +178,11 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 	tuneGC()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	conns, err := maxConnsFor(cfg.MaxConns, raiseFileLimit(log))
+	if err != nil {
+		return &exitError{code: exitConfig, err: err}
+	}
+	cfg.MaxConns = conns // resolved: the hold long-polls wait on at most half (openApp)
 	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		log.Error().Err(err).Msg("svc cannot start")
@@ -187,10 +192,6 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return &exitError{code: exitFailure, err: err}
 	}
 	defer a.Close()
-	conns, err := maxConnsFor(cfg.MaxConns, raiseFileLimit(log))
-	if err != nil {
-		return &exitError{code: exitConfig, err: err}
-	}
 	// No WriteTimeout: it would cut the long-polls of GET /v1/holds/{id}?wait=
 	// (up to engine.MaxHoldWait), which end at shutdown instead. No
 	// ReadTimeout either: net/http cancels a request's context when it

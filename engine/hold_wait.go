@@ -119,6 +119,20 @@ func (s *Server) awaitHold(ctx context.Context, id string, wait time.Duration) (
 	}
 }
 
+// waitSlot takes a slot for a long-poll and returns its release; false
+// when MaxHoldWaiters long-polls wait already.
+func (s *Server) waitSlot() (release func(), ok bool) {
+	if s.waiters == nil {
+		return func() {}, true
+	}
+	select {
+	case s.waiters <- struct{}{}:
+		return func() { <-s.waiters }, true
+	default:
+		return func() {}, false
+	}
+}
+
 // HoldResolved wakes the long-polls of hold id, resolved outside this
 // server's API (the web app, or another engine sharing the store); an
 // empty id wakes every long-poll, for when such resolutions may have been

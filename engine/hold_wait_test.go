@@ -19,10 +19,16 @@ import (
 // pending hold raised by a decision, and returns the server and the hold.
 func holdServer(t *testing.T) (*engine.Server, *httptest.Server, string) {
 	t.Helper()
+	return holdServerWith(t, engine.ServerConfig{MaxBodyBytes: 1 << 20})
+}
+
+// holdServerWith is holdServer with the server's settings.
+func holdServerWith(t *testing.T, cfg engine.ServerConfig) (*engine.Server, *httptest.Server, string) {
+	t.Helper()
 	p := newPipeline(t, realOPA(t), nil)
 	held := p.decideIn(t, "s", "delete", 1, "production", "irreversible", "broad")
 	require.Equal(t, engine.RequireApproval, held.Decision)
-	srv := engine.NewServer(engine.ServerConfig{MaxBodyBytes: 1 << 20},
+	srv := engine.NewServer(cfg,
 		engine.ServerDeps{Engine: p.engine, Holds: p.holds, Logger: zerolog.Nop()})
 	return srv, httptest.NewServer(srv.Handler()), held.HoldID
 }
@@ -86,5 +92,33 @@ func TestEndHoldWaitsAnswersPending(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the wait did not end with EndHoldWaits")
 	}
+	closeWithin(t, ts, 60*time.Second)
+}
+
+// Past MaxHoldWaiters long-polls a wait is answered at once, as wait=0,
+// with its connection closed, so that waiters cannot take every
+// connection from decisions.
+func TestHoldWaitersAreBounded(t *testing.T) {
+	srv, ts, id := holdServerWith(t, engine.ServerConfig{MaxBodyBytes: 1 << 20, MaxHoldWaiters: 1})
+	first := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(ts.URL + "/v1/holds/" + id + "?wait=300")
+		if err == nil {
+			resp.Body.Close()
+		}
+		first <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the first wait holds the slot
+	start := time.Now()
+	resp, err := http.Get(ts.URL + "/v1/holds/" + id + "?wait=300")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Less(t, time.Since(start), 30*time.Second, "answered at once, not after the wait")
+	assert.True(t, resp.Close, "the connection is closed")
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	srv.EndHoldWaits() // frees the slot
+	require.NoError(t, <-first)
 	closeWithin(t, ts, 60*time.Second)
 }

@@ -4,7 +4,10 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/svc-dev/svc/engine/envelope"
 )
@@ -28,7 +31,25 @@ const (
 	OrderNewest = "newest"
 )
 
-var digits = regexp.MustCompile(`^[0-9]{1,7}$`)
+// digits is a whole number as written in a query: decimal digits only, any
+// number of them (strconv.Atoi then refuses one too large).
+var digits = regexp.MustCompile(`^[0-9]+$`)
+
+// strictQuery reads r's query string strictly: one that does not parse
+// (a ";" separator, a bad %-escape) or names a parameter other than those
+// of the route is refused naming it, never read as the defaults.
+func strictQuery(r *http.Request, names ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, InvalidField("query", "must be name=value pairs joined by & ("+err.Error()+")")
+	}
+	for name := range q {
+		if !slices.Contains(names, name) {
+			return nil, InvalidField(name, "is not a parameter of this route (accepted: "+strings.Join(names, ", ")+")")
+		}
+	}
+	return q, nil
+}
 
 // InvalidField is the 400 of a request value at fault:
 // {error: invalid_request, field, reason}.
@@ -76,7 +97,12 @@ func ParseHoldQuery(q url.Values) (HoldQuery, error) {
 }
 
 func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseHoldQuery(r.URL.Query())
+	raw, err := strictQuery(r, "status", "limit", "order", "cursor")
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	q, err := ParseHoldQuery(raw)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -96,10 +122,24 @@ func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
 // MaxHoldWait, until the hold leaves pending (awaitHold). A client that
 // leaves during the wait gets nothing more.
 func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
-	wait, err := holdWaitQuery(r.URL.Query())
+	var wait time.Duration
+	raw, err := strictQuery(r, "wait")
+	if err == nil {
+		wait, err = holdWaitQuery(raw)
+	}
 	if err != nil {
 		s.writeError(w, err)
 		return
+	}
+	if wait > 0 {
+		release, ok := s.waitSlot()
+		if !ok {
+			// Every slot waits: answered at once, the connection freed.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			wait = 0
+		}
+		defer release()
 	}
 	h, err := s.awaitHold(r.Context(), r.PathValue("id"), wait)
 	if r.Context().Err() != nil {

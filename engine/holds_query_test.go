@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -37,4 +40,45 @@ func TestParseHoldQuery(t *testing.T) {
 			require.Equal(t, tt.field, e.Fields["field"])
 		})
 	}
+}
+
+// TestStrictQuery: a query string that does not parse (Go's url.Query
+// drops a pair holding ";" without a word) or names another parameter is
+// refused naming it, so that "status=consumed;x" is not read as every hold.
+func TestStrictQuery(t *testing.T) {
+	tests := []struct{ query, field string }{
+		{"status=consumed&limit=5", ""},
+		{"", ""},
+		{"status=consumed;x", "query"},
+		{"limit=0;", "query"},
+		{"cursor=%zz", "query"},
+		{"WAIT=5", "WAIT"},
+		{"status=all&colour=red", "colour"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/v1/holds?"+tt.query, nil)
+			_, err := strictQuery(r, "status", "limit", "order", "cursor")
+			if tt.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, tt.field, e.Fields["field"])
+		})
+	}
+}
+
+func TestHoldWaitQueryTakesLeadingZeros(t *testing.T) {
+	for query, want := range map[string]time.Duration{"wait=00000000": 0, "wait=0000000300": 300 * time.Second} {
+		vals, err := url.ParseQuery(query)
+		require.NoError(t, err)
+		got, err := holdWaitQuery(vals)
+		require.NoError(t, err, query)
+		require.Equal(t, want, got)
+	}
+	vals, _ := url.ParseQuery("wait=99999999999999999999999")
+	_, err := holdWaitQuery(vals)
+	require.Error(t, err)
 }

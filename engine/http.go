@@ -29,6 +29,11 @@ type ServerConfig struct {
 	// BodyTimeout bounds the read of a request's body (SVC_READ_TIMEOUT);
 	// 0 leaves it unbounded.
 	BodyTimeout time.Duration
+	// MaxHoldWaiters bounds the long-polls (GET /v1/holds/{id}?wait=)
+	// waiting at once: past it a wait is answered at once, as wait=0, and
+	// its connection closed, so that waits cannot take every connection
+	// from decisions. 0 leaves them unbounded.
+	MaxHoldWaiters int
 }
 
 // Server serves the engine's routes.
@@ -44,6 +49,7 @@ type Server struct {
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
 	ui       http.Handler            // the web app under /ui/; nil when off
 	watch    *holdWatch              // wakes the long-polls of holds
+	waiters  chan struct{}           // a slot per long-poll waiting; nil: unbounded
 	log      zerolog.Logger
 	// refusedLog is log, sampled, for refused credentials (logRefused).
 	refusedLog zerolog.Logger
@@ -77,7 +83,11 @@ type ServerDeps struct {
 
 // NewServer returns the engine's HTTP server.
 func NewServer(cfg ServerConfig, deps ServerDeps) *Server {
-	return &Server{cfg: cfg, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
+	var waiters chan struct{}
+	if cfg.MaxHoldWaiters > 0 {
+		waiters = make(chan struct{}, cfg.MaxHoldWaiters)
+	}
+	return &Server{cfg: cfg, waiters: waiters, engine: deps.Engine, holds: deps.Holds, resolver: deps.Resolver,
 		gate: deps.Gatekeeper, kill: deps.KillSwitch, health: deps.Health, ready: deps.Ready, extra: deps.Routes, ui: deps.UI, log: deps.Logger,
 		watch:      newHoldWatch(),
 		refusedLog: deps.Logger.Sample(&zerolog.BurstSampler{Burst: refusedLogBurst, Period: time.Second}),
