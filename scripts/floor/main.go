@@ -3,8 +3,11 @@
 // supervised `opa run --server` (the same evaluator, batching included, and
 // the same policy pack) and, with --log, appending the decision to a file
 // first, flushed to disk with one fsync per group of concurrent answers
-// unless --no-sync. It has nothing else: no envelope parsing or
-// canonicalisation, no ledger, holds, SQLite, auth or metrics.
+// unless --no-sync. It parses and canonicalises the envelope into svc's own
+// policy input (envelope.ParseEnvelope, engine.PolicyInputOf with an empty
+// session history), as the policy reads the action's words, which only
+// parsing gives. It has nothing else: no envelope hash, no ledger or
+// budgets, holds, SQLite, auth or metrics.
 //
 // scripts/bench drives it with the same load generator and envelope mix as
 // svc (modes "floor" and "floor-os"), so svc's server-mode figures can be
