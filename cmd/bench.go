@@ -34,6 +34,7 @@ type benchParams struct {
 	opaRuns           int
 	opaBin, policyDir string
 	wrkBin            string // drive the load with this wrk; "" for the built-in client
+	baselineOnly      bool   // time the opa eval baseline alone, with no engine
 }
 
 func newBenchCommand() *cobra.Command {
@@ -47,6 +48,7 @@ func newBenchCommand() *cobra.Command {
 			"budgets trip and holds are created. Prints p50/p90/p99 latency and decisions/s per concurrency and,\n" +
 			"with --opa-runs, the same figures for a bare `opa eval` of the policy as the baseline. The last line,\n" +
 			"`answered N`, counts the decisions the engine answered (each one must be in its audit log).\n" +
+			"With --baseline-only, it times the baseline alone, with no engine to drive.\n" +
 			"Exit code: 0 done, 1 the runs failed (engine unreachable, an unanswered decision), 64 usage error.",
 		Args: argsOf(0, "no argument"),
 		PreRunE: func(*cobra.Command, []string) error {
@@ -66,6 +68,9 @@ func newBenchCommand() *cobra.Command {
 			// policy copy are cleaned up, rather than left behind.
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if p.baselineOnly {
+				return failure(runBaseline(ctx, p, c.OutOrStdout()))
+			}
 			return failure(runBench(ctx, p, c.OutOrStdout()))
 		},
 	}
@@ -86,12 +91,17 @@ func newBenchCommand() *cobra.Command {
 	f.StringVar(&p.opaBin, "opa-bin", "opa", "opa binary of the baseline: a `path`, or a name looked up on PATH")
 	f.StringVar(&p.wrkBin, "wrk", "", "drive the load with wrk at this `path` (or name on PATH) instead of the built-in\n"+
 		"client; runs are whole seconds, and the requests in flight when each wrk run ends go uncounted")
+	f.BoolVar(&p.baselineOnly, "baseline-only", false, "time only the --opa-runs baseline at each --concurrency, with no\n"+
+		"engine (no --url): apart from a load generator pinned to a CPU, whose pinning opa would inherit")
 	f.StringVar(&p.policyDir, "policy-dir", "", "policy pack `dir`ectory of the baseline (default: the bundled pack)")
 	return c
 }
 
 func (p *benchParams) validate() error {
-	if _, ok := httpURL(p.url); !ok {
+	if p.baselineOnly && p.opaRuns < 1 {
+		return &exitError{code: exitUsage, err: errors.New("--baseline-only: set --opa-runs to the runs per concurrency")}
+	}
+	if _, ok := httpURL(p.url); !ok && !p.baselineOnly {
 		return &exitError{code: exitUsage, err: fmt.Errorf("--url: must be the engine's http(s) base URL, got %q", redactURL(p.url))}
 	}
 	if p.duration <= 0 || p.sessions < 1 || p.opaRuns < 0 || p.procs < 0 {
@@ -107,8 +117,7 @@ func (p *benchParams) validate() error {
 
 func runBench(ctx context.Context, p benchParams, w io.Writer) error {
 	fmt.Fprintf(w, "svc bench: %s, %s per run, %d sessions\n\n", redactURL(p.url), p.duration, p.sessions)
-	fmt.Fprintf(w, "%-8s %5s %9s %10s %9s %9s %9s %6s %9s %6s %6s %9s %7s %7s %7s\n", "mode", "conc", "decisions",
-		"decided/s", "p50", "p90", "p99", "allow", "approval", "deny", "errors", "max RSS", "svc-cpu", "opa-cpu", "gen-cpu")
+	benchTableHeader(w)
 	b, err := newBenchRunner(p)
 	if err != nil {
 		return err
@@ -126,8 +135,9 @@ func runBench(ctx context.Context, p benchParams, w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\n(svc-cpu, opa-cpu, gen-cpu: CPU time per decision in µs of the engine at --pid, of its child\n"+
 		"processes (its opa), and of the load generator; n/a without --pid)")
+	fmt.Fprintf(w, "\nload generator: %s\n", generatorLine(p))
 	if p.pid > 0 {
-		fmt.Fprintf(w, "\nsvc serve peak RSS (VmHWM): %s\n", kib(procStatusKB(p.pid, "VmHWM")))
+		fmt.Fprintf(w, "\npeak RSS of pid %d (VmHWM): %s\n", p.pid, kib(procStatusKB(p.pid, "VmHWM")))
 	}
 	if p.opaRuns > 0 {
 		if err := benchOPA(ctx, p, w); err != nil {
@@ -140,6 +150,12 @@ func runBench(ctx context.Context, p benchParams, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nanswered %d\n", answered)
 	return nil
+}
+
+// benchTableHeader prints the head of the table of benchRow's rows.
+func benchTableHeader(w io.Writer) {
+	fmt.Fprintf(w, "%-8s %5s %9s %10s %9s %9s %9s %6s %9s %6s %6s %9s %7s %7s %7s\n", "mode", "conc", "decisions",
+		"decided/s", "p50", "p90", "p99", "allow", "approval", "deny", "errors", "max RSS", "svc-cpu", "opa-cpu", "gen-cpu")
 }
 
 // benchRunner runs the load at one concurrency: the built-in client or wrk.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -137,6 +138,38 @@ func cpuCell(d time.Duration, ok bool) string {
 		return "n/a"
 	}
 	return strconv.FormatInt(d.Microseconds(), 10)
+}
+
+// generatorLine says what generated the load: wrk, with its threads at
+// each concurrency, or svc bench's own client with its GOMAXPROCS; and the
+// CPUs it could run on (wrk inherits svc bench's).
+func generatorLine(p benchParams) string {
+	var b strings.Builder
+	if p.wrkBin != "" {
+		b.WriteString("wrk")
+		for _, n := range p.concurrency {
+			threads := "threads"
+			if wrkThreads(n) == 1 {
+				threads = "thread"
+			}
+			fmt.Fprintf(&b, ", %d %s at concurrency %d", wrkThreads(n), threads, n)
+		}
+	} else {
+		fmt.Fprintf(&b, "svc bench, GOMAXPROCS=%d", runtime.GOMAXPROCS(0))
+	}
+	return b.String() + ", " + cpuAffinity(procStatus(os.Getpid(), "Cpus_allowed_list"))
+}
+
+// cpuAffinity describes a Cpus_allowed_list of /proc/<pid>/status ("1",
+// "0-1", "0,2-3"), "" when it could not be read.
+func cpuAffinity(list string) string {
+	switch {
+	case list == "":
+		return "CPU affinity unknown"
+	case strings.ContainsAny(list, ",-"):
+		return "on CPUs " + list
+	}
+	return "pinned to CPU " + list
 }
 
 // procTreeCPU is the CPU time used so far by pid and its live children.

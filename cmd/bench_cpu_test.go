@@ -3,6 +3,9 @@ package cmd
 import (
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,4 +50,23 @@ func TestSampleCPU(t *testing.T) {
 	assert.False(t, ok, "no such process")
 	assert.Equal(t, "n/a", cpuCell(time.Millisecond, false))
 	assert.Equal(t, "150", cpuCell(150*time.Microsecond, true))
+}
+
+// TestGeneratorLine: the footer names wrk with its threads at each
+// concurrency (one per connection, at most two), or svc bench with its
+// GOMAXPROCS, and the CPUs the generator could run on.
+func TestGeneratorLine(t *testing.T) {
+	cpus := cpuAffinity(procStatus(os.Getpid(), "Cpus_allowed_list"))
+	assert.NotEqual(t, "CPU affinity unknown", cpus)
+	assert.Equal(t, "wrk, 1 thread at concurrency 1, 2 threads at concurrency 2, 2 threads at concurrency 64, "+cpus,
+		generatorLine(benchParams{wrkBin: "wrk", concurrency: []int{1, 2, 64}}))
+	line := generatorLine(benchParams{concurrency: []int{1}})
+	assert.True(t, strings.HasPrefix(line, "svc bench, GOMAXPROCS="), line)
+	assert.Contains(t, line, "GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0))+", ")
+
+	for list, want := range map[string]string{
+		"1": "pinned to CPU 1", "0-1": "on CPUs 0-1", "0,2-3": "on CPUs 0,2-3", "": "CPU affinity unknown",
+	} {
+		assert.Equal(t, want, cpuAffinity(list), list)
+	}
 }

@@ -2,7 +2,9 @@ package cmd_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,12 +20,14 @@ const benchHeader = "mode      conc decisions  decided/s       p50       p90    
 	"errors   max RSS svc-cpu opa-cpu gen-cpu"
 
 // TestBenchE2E drives a real engine (opa server mode, with a token) with
-// `svc bench`: every request is answered, the table has one row per
-// concurrency with the CPU per decision of svc, its opa and the generator,
-// the baseline of bare `opa eval` runs one row per concurrency too, and the
-// audit log holds exactly the answered decisions.
+// `svc bench` pinned to one CPU, as scripts/bench runs it: every request
+// is answered, the table has one row per concurrency with the CPU per
+// decision of svc, its opa and the generator, the baseline of bare `opa
+// eval` runs one row per concurrency too, the footer says what the
+// generator was, and the audit log holds exactly the answered decisions.
 func TestBenchE2E(t *testing.T) {
-	url, env, out := benchE2E(t, "--opa-runs", "3")
+	cpu := firstCPU(t)
+	url, env, out := benchE2E(t, []string{requireTaskset(t), "-c", cpu}, "--opa-runs", "3")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Equal(t, "svc bench: "+url+", 1s per run, 20 sessions", lines[0])
 	require.Equal(t, benchHeader, lines[2])
@@ -48,17 +52,19 @@ func TestBenchE2E(t *testing.T) {
 		require.NoError(t, err)
 		assert.Greater(t, p50, time.Millisecond, "a process start per run")
 	}
+	assert.Contains(t, lines, "load generator: svc bench, GOMAXPROCS=1, pinned to CPU "+cpu)
 	answered := benchAnswered(t, lines)
 	assert.Greater(t, answered, total, "the warm-ups are answered too")
 	assert.Equal(t, answered, auditDecisionCount(t, env["SVC_AUDIT_LOG"]), "answered = decisions in the audit log")
 }
 
 // TestBenchWrkE2E drives a real engine with `svc bench --wrk`: wrk posts
-// the envelope mix, the rows count verdicts and CPU per decision, and the
-// audit log holds the answered decisions plus at most those wrk left in
-// flight when it stopped.
+// the envelope mix, the rows count verdicts and CPU per decision, the
+// footer gives wrk's threads at each concurrency, and the audit log holds
+// the answered decisions plus at most those wrk left in flight when it
+// stopped.
 func TestBenchWrkE2E(t *testing.T) {
-	_, env, out := benchE2E(t, "--wrk", requireWrk(t))
+	_, env, out := benchE2E(t, nil, "--wrk", requireWrk(t))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Equal(t, benchHeader, lines[2])
 	total := 0
@@ -72,6 +78,10 @@ func TestBenchWrkE2E(t *testing.T) {
 	inFlight, err := strconv.Atoi(strings.TrimPrefix(lines[flight], "in flight when wrk stopped: up to "))
 	require.NoError(t, err)
 	assert.Equal(t, 2*(1+4), inFlight, "a warm-up and a run per concurrency")
+	gen := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "load generator: ") })
+	require.Positive(t, gen, "%s", out)
+	assert.Regexp(t, `^load generator: wrk, 1 thread at concurrency 1, 2 threads at concurrency 4, (on CPUs|pinned to CPU) \S+$`,
+		lines[gen])
 	answered := benchAnswered(t, lines)
 	assert.Greater(t, answered, total, "the warm-ups are answered too")
 	decisions := auditDecisionCount(t, env["SVC_AUDIT_LOG"])
@@ -79,11 +89,32 @@ func TestBenchWrkE2E(t *testing.T) {
 	assert.LessOrEqual(t, decisions, answered+inFlight, "only the requests left in flight are uncounted")
 }
 
+// TestBenchBaselineOnly: with --baseline-only, svc bench needs no engine
+// and prints the table's head and a row of bare `opa eval` runs per
+// concurrency, and no answered count.
+func TestBenchBaselineOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, svcBin, "bench", "--baseline-only", "--opa-runs", "2", "--concurrency", "1,2")
+	cmd.Env = environ(nil)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 7, "%s", out)
+	assert.Equal(t, "svc bench: the baseline alone", lines[0])
+	assert.Equal(t, benchHeader, lines[2])
+	assert.True(t, strings.HasPrefix(lines[4], "baseline: bare `opa eval`"), lines[4])
+	for i, want := range [][]string{{"opa-eval", "1", "2"}, {"opa-eval", "2", "4"}} {
+		assert.Equal(t, want, strings.Fields(lines[5+i])[:3], lines[5+i])
+	}
+}
+
 // benchE2E runs `svc bench` with extra flags, at concurrency 1 and 4 for 1 s
 // each over 20 sessions, against a real engine (opa server mode, with a
 // token) that it stops afterwards; it returns the engine's URL, its
-// environment and the output.
-func benchE2E(t *testing.T, extra ...string) (string, map[string]string, string) {
+// environment and the output. A wrap command (taskset -c 0) runs svc
+// bench when given.
+func benchE2E(t *testing.T, wrap []string, extra ...string) (string, map[string]string, string) {
 	t.Helper()
 	env := baseEnv(t)
 	env["SVC_OPA_MODE"] = "server"
@@ -94,7 +125,8 @@ func benchE2E(t *testing.T, extra ...string) (string, map[string]string, string)
 	defer cancel()
 	args := []string{"bench", "--url", p.URL, "--token", "bench-token", "--label", "server", "--concurrency", "1,4",
 		"--duration", "1s", "--sessions", "20", "--pid", strconv.Itoa(p.cmd.Process.Pid)}
-	cmd := exec.CommandContext(ctx, svcBin, append(args, extra...)...)
+	cmdline := append(append(slices.Clone(wrap), svcBin), append(args, extra...)...)
+	cmd := exec.CommandContext(ctx, cmdline[0], cmdline[1:]...)
 	cmd.Env = environ(nil)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -172,4 +204,23 @@ func requireWrk(t *testing.T) string {
 	wrk, err := exec.LookPath("wrk")
 	require.NoError(t, err, "wrk is missing: run scripts/install-test-deps")
 	return wrk
+}
+
+// requireTaskset returns taskset's path, failing the test when it is
+// missing.
+func requireTaskset(t *testing.T) string {
+	t.Helper()
+	taskset, err := exec.LookPath("taskset")
+	require.NoError(t, err, "taskset is missing: Debian's util-linux has it")
+	return taskset
+}
+
+// firstCPU is the first CPU this process may run on.
+func firstCPU(t *testing.T) string {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^Cpus_allowed_list:\s*(\d+)`).FindSubmatch(status)
+	require.NotNil(t, m, "%s", status)
+	return string(m[1])
 }

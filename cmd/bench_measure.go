@@ -37,24 +37,29 @@ func kib(kb int64) string {
 // procStatusKB reads a "<field>: <n> kB" line of /proc/<pid>/status; -1
 // when it cannot.
 func procStatusKB(pid int, field string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := strconv.ParseInt(strings.TrimSuffix(procStatus(pid, field), " kB"), 10, 64)
 	if err != nil {
 		return -1
+	}
+	return n
+}
+
+// procStatus reads the value of a "<field>: <value>" line of
+// /proc/<pid>/status; "" when it cannot.
+func procStatus(pid int, field string) string {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ""
 	}
 	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok || name != field {
-			continue
+		if ok && name == field {
+			return strings.TrimSpace(value)
 		}
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
-		if err != nil {
-			return -1
-		}
-		return n
 	}
-	return -1
+	return ""
 }
 
 // rssSampler polls a process's resident memory during a run.
@@ -91,6 +96,16 @@ func (s *rssSampler) stop() int64 {
 	close(s.done)
 	s.wg.Wait()
 	return s.max
+}
+
+// runBaseline prints the baseline alone (--baseline-only): bare opa eval
+// runs at each concurrency, with no engine to drive. scripts/bench runs it
+// apart from the load: the opa processes of a baseline run by svc bench
+// pinned to one CPU would inherit the pinning.
+func runBaseline(ctx context.Context, p benchParams, w io.Writer) error {
+	fmt.Fprintf(w, "svc bench: the baseline alone\n\n")
+	benchTableHeader(w)
+	return benchOPA(ctx, p, w)
 }
 
 // benchOPA times bare `opa eval` runs of the policy on the input the engine

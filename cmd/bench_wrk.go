@@ -72,6 +72,11 @@ func wrkMixLua() string {
 	return b.String()
 }
 
+// wrkThreads is the number of threads wrk runs n connections on: two,
+// the cores of the machines the benchmark was written for, or one for one
+// connection (wrk needs a connection per thread).
+func wrkThreads(n int) int { return min(n, 2) }
+
 // wrkSeconds rounds d up to wrk's whole seconds.
 func wrkSeconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds())))) + "s"
@@ -96,7 +101,7 @@ func (w *wrkRunner) run(ctx context.Context, n int, run string) (benchResult, er
 
 // drive runs wrk once and reads the summary line of its script.
 func (w *wrkRunner) drive(ctx context.Context, n int, run string, d time.Duration) (benchResult, error) {
-	args := []string{"-t", strconv.Itoa(min(n, 2)), "-c", strconv.Itoa(n), "-d", wrkSeconds(d),
+	args := []string{"-t", strconv.Itoa(wrkThreads(n)), "-c", strconv.Itoa(n), "-d", wrkSeconds(d),
 		"--timeout", wrkSeconds(benchTimeout), "-s", w.script}
 	if w.p.token != "" {
 		args = append(args, "-H", "Authorization: Bearer "+w.p.token)

@@ -49,6 +49,7 @@ func TestExitCodesPerSubcommand(t *testing.T) {
 		{[]string{"bogus"}, `unknown command "bogus"`},
 		{[]string{"serve", "extra"}, `got "extra"`},
 		{[]string{"bench", "--concurrency", "0"}, "--concurrency"},
+		{[]string{"bench", "--baseline-only"}, "--baseline-only: set --opa-runs"},
 		{[]string{"replay"}, "--audit is required"},
 		{[]string{"replay", "--audit", "audit.jsonl", "-o", "yaml"}, "-o must be table or json"},
 		{[]string{"policy", "bogus"}, `got "bogus"`},
