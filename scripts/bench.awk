@@ -145,7 +145,7 @@ function verdicts(    i, m, f, bare, e1, e16, o16, label) {
 		if (med(m, "peak") == "") continue
 		label = m ~ /^floor/ ? "scripts/floor peak RSS" : m == "pg-replicas" ? "svc serve peak RSS (the first replica)" : "svc serve peak RSS"
 		printf "%s, %s mode: %.1fMiB%s; %s\n", label, m, med(m, "peak"),
-			m ~ /^floor/ ? "" : " (target <= 80MiB after a 30-minute run: BENCH_DURATION=30m)", spread(m, "peak", "%.1f", "MiB")
+			m ~ /^floor/ ? "" : " (target <= 80MiB after a 30-minute run: scripts/soak)", spread(m, "peak", "%.1f", "MiB")
 	}
 	for (i = 1; i <= nservers; i++) {
 		m = servers[i]; f = m; sub(/^server/, "floor", f)
