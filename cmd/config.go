@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/viper"
@@ -347,10 +349,12 @@ func (p *parser) checkOPAToken(c Config) {
 	}
 }
 
-// hasSpaceOrControl reports whether a token holds a space or a control
-// character, which no header value can carry as sent.
+// hasSpaceOrControl reports whether a token holds a space, a control or
+// format character (U+0085, a zero-width space) or invalid UTF-8: no
+// header value carries them as sent, and a token that looks like another
+// is no token.
 func hasSpaceOrControl(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f })
+	return !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsGraphic(r) })
 }
 
 func (p *parser) check(c Config) {

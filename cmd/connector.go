@@ -134,7 +134,7 @@ func warnings(log zerolog.Logger, cfg ConnectorConfig, tm *tenancy.Source) {
 	if cfg.Token == "" {
 		log.Warn().Msg("SVC_CONNECTOR_ALLOW_ANONYMOUS: the connector accepts requests without a token")
 	}
-	if connector.InMemory(cfg.LedgerPath) {
+	if cfg.DatabaseURL == "" && connector.InMemory(cfg.LedgerPath) {
 		log.Warn().Msg("SVC_GATEWAY_LEDGER_PATH is unset or in memory: the gateway ledger is lost at exit")
 	}
 	if !tm.Status().Loaded {

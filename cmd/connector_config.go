@@ -96,7 +96,7 @@ func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 		p.fail("core_url", "is required: the engine's base URL, e.g. http://127.0.0.1:8080")
 	case !ok:
 		p.fail("core_url", "must be the engine's http(s) base URL, got %q", redactURL(raw))
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+	case u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "#"):
 		// Not echoed: a query may hold a credential, which belongs in
 		// SVC_CORE_TOKEN (the connector appends /v1/decide to the path).
 		p.fail("core_url", "must be the engine's base URL without a query or fragment (a token goes in SVC_CORE_TOKEN)")

@@ -155,6 +155,12 @@ func TestConnectorRoutesAndAuth(t *testing.T) {
 		require.Equal(t, 405, resp.StatusCode, "HEAD %s: only GET is served", path)
 		require.Equal(t, "GET", resp.Header.Get("Allow"))
 	}
+	for path, want := range map[string]int{"/beta/litellm_basic_guardrail_api": 405, "/nope": 404} {
+		resp, err := http.Head(g.conn.URL + path)
+		require.NoError(t, err)
+		readAll(t, resp)
+		require.Equal(t, want, resp.StatusCode, "HEAD %s", path)
+	}
 	require.Zero(t, g.decides.Load(), "refused requests never reach the engine")
 
 	open := g.health(t, "")
@@ -280,6 +286,9 @@ func TestConnectorRefusesToStart(t *testing.T) {
 		{"core url with a fragment", "SVC_CORE_URL", "without a query or fragment", map[string]string{"SVC_CORE_URL": "http://127.0.0.1:1/#x"}},
 		{"token with a newline", "SVC_CONNECTOR_TOKEN", "control characters", map[string]string{"SVC_CONNECTOR_TOKEN": "abc\ndef"}},
 		{"core token with a space", "SVC_CORE_TOKEN", "spaces", map[string]string{"SVC_CORE_TOKEN": "abc def"}},
+		{"token with a C1 control", "SVC_CONNECTOR_TOKEN", "control characters", map[string]string{"SVC_CONNECTOR_TOKEN": "a\u0085b"}},
+		{"token with a zero-width space", "SVC_CONNECTOR_TOKEN", "control characters", map[string]string{"SVC_CONNECTOR_TOKEN": "ab\u200b"}},
+		{"core url with an empty fragment", "SVC_CORE_URL", "without a query or fragment", map[string]string{"SVC_CORE_URL": "http://127.0.0.1:1/#"}},
 		{"log format", "SVC_LOG_FORMAT", "json or console", map[string]string{"SVC_LOG_FORMAT": "xml"}},
 		{"hold wait", "SVC_GATEWAY_HOLD_WAIT", "seconds", map[string]string{"SVC_GATEWAY_HOLD_WAIT": "-1"}},
 		{"mode", "SVC_MODE", "enforce or observe", map[string]string{"SVC_MODE": "audit"}},

@@ -8,8 +8,10 @@ import (
 )
 
 // MaxPreCallBody bounds what is read of a guardrail request past
-// MaxBodySize to tell whether it is a pre_call request (preCallOnly).
-const MaxPreCallBody = 64 << 20
+// MaxBodySize to tell whether it is a pre_call request (preCallOnly); its
+// values are buffered one at a time, so one such read takes up to a few
+// times this much memory.
+const MaxPreCallBody = 32 << 20
 
 // preCallOnly reports whether r holds one JSON object whose input_type,
 // named once at its top level in any case, is "request": a pre_call

@@ -42,6 +42,7 @@ type ServerConfig struct {
 	Log         zerolog.Logger
 	Governor    *Governor
 	MaxBodySize int64         // 0: MaxBody
+	MaxPreCall  int64         // read past MaxBodySize for a pre_call request; 0: MaxPreCallBody
 	BodyTimeout time.Duration // 0: BodyTimeout
 }
 
@@ -51,8 +52,9 @@ const BodyTimeout = 60 * time.Second
 
 // Server serves the connector's routes.
 type Server struct {
-	cfg   ServerConfig
-	token [sha256.Size]byte
+	cfg     ServerConfig
+	token   [sha256.Size]byte
+	lenient chan struct{} // one pre_call body past MaxBodySize read at a time
 }
 
 // NewServer returns a Server.
@@ -60,10 +62,13 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxBodySize == 0 {
 		cfg.MaxBodySize = MaxBody
 	}
+	if cfg.MaxPreCall == 0 {
+		cfg.MaxPreCall = MaxPreCallBody
+	}
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = BodyTimeout
 	}
-	return &Server{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token))}
+	return &Server{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token)), lenient: make(chan struct{}, 1)}
 }
 
 // Handler routes exactly the guardrail route, the batch route, /healthz and
@@ -91,7 +96,7 @@ func (s *Server) Handler() http.Handler {
 			// ServeMux would redirect "//beta/…" or "/beta/./…" to the
 			// route; only the exact paths are served.
 			http.NotFound(w, r)
-		case r.Method == http.MethodHead:
+		case r.Method == http.MethodHead && (r.URL.Path == "/healthz" || r.URL.Path == "/metrics"):
 			// ServeMux would answer HEAD with a GET route: only GET is.
 			w.Header().Set("Allow", http.MethodGet)
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -141,41 +146,66 @@ func (s *Server) guard(route string, h func(w http.ResponseWriter, r *http.Reque
 				s.cfg.Observer.Answered(route, time.Since(start))
 			}
 		}()
+		deadline := time.Now().Add(s.cfg.BodyTimeout) // one for the whole body, however it is read
 		var body []byte
+		var read readState
 		var err error
-		s.reading(w, func() { body, err = s.readBody(r) })
-		unread := err != nil
+		s.reading(w, deadline, func() { body, read, err = s.readBody(r) })
 		if err == nil {
 			if err = h(w, r, body); err == nil {
 				return
 			}
 		}
-		// A pre_call request governs nothing: one the connector cannot read
-		// strictly (a duplicate member, a lone surrogate or a large image in
-		// the prompt) is still let through when it is unambiguously one.
-		var pre bool
-		if route == "guardrail" {
-			s.reading(w, func() {
-				pre = preCallOnly(io.MultiReader(bytes.NewReader(body), io.LimitReader(r.Body, MaxPreCallBody)))
-			})
-		}
-		if unread {
-			dropBody(w)
-		}
-		if pre {
+		if route == "guardrail" && s.preCallAfterAll(w, r, deadline, body, read) {
 			s.preCall(w)
 			return
+		}
+		if read != readWhole {
+			dropBody(w)
 		}
 		s.badRequest(w, route, err)
 	}
 }
 
-// reading runs read under the body's read deadline (BodyTimeout), lifted
-// after it: net/http would otherwise cancel the request's context when it
-// passes, during a hold wait say.
-func (s *Server) reading(w http.ResponseWriter, read func()) {
+// readState tells how much of a body readBody read.
+type readState int
+
+const (
+	readWhole   readState = iota // to its end, within MaxBodySize
+	readTooLong                  // MaxBodySize and more remain
+	readCutOff                   // the client stopped sending, or too slowly
+)
+
+// preCallAfterAll reports whether a body the strict reader refused is
+// unambiguously a pre_call request, which governs nothing (a duplicate
+// member, a lone surrogate or a large image in the prompt). A body longer
+// than MaxBodySize is read on up to MaxPreCall more, one such at a time
+// (its values are buffered); one longer still, or cut off, is not.
+func (s *Server) preCallAfterAll(w http.ResponseWriter, r *http.Request, deadline time.Time, body []byte, read readState) bool {
+	switch read {
+	case readWhole:
+		return preCallOnly(bytes.NewReader(body))
+	case readTooLong:
+		select {
+		case s.lenient <- struct{}{}:
+			defer func() { <-s.lenient }()
+		default:
+			return false
+		}
+		rest := &io.LimitedReader{R: r.Body, N: s.cfg.MaxPreCall + 1}
+		var pre bool
+		s.reading(w, deadline, func() { pre = preCallOnly(io.MultiReader(bytes.NewReader(body), rest)) })
+		return pre && rest.N > 0 // N 0: the body went on past the bound, unread
+	}
+	return false
+}
+
+// reading runs read under the body's read deadline, lifted after it:
+// net/http would otherwise cancel the request's context when it passes,
+// during a hold wait say.
+func (s *Server) reading(w http.ResponseWriter, deadline time.Time, read func()) {
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported only by test recorders
+	_ = rc.SetReadDeadline(deadline) // unsupported only by test recorders
 	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	read()
 }
@@ -191,19 +221,22 @@ func dropBody(w http.ResponseWriter) {
 // readBody reads a request body within MaxBodySize that is I-JSON text:
 // invalid UTF-8 and lone surrogates read as U+FFFD, so that two calls that
 // differ there would be one call to the engine (engine/ijson). The body is
-// returned as read on an error too.
-func (s *Server) readBody(r *http.Request) ([]byte, error) {
+// returned as read, and how far, on an error too.
+func (s *Server) readBody(r *http.Request) ([]byte, readState, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxBodySize+1))
 	switch {
 	case err != nil:
-		return body, &BadRequest{Reason: "request body could not be read: " + err.Error()}
+		// Not err's text: it names the connector's socket addresses, and
+		// the refusal reaches the gateway's client. The log has it.
+		s.cfg.Log.Warn().Err(err).Msg("request body cut off")
+		return body, readCutOff, &BadRequest{Reason: "request body not received in full (cut off, or not within 60 s)"}
 	case int64(len(body)) > s.cfg.MaxBodySize:
-		return body, &BadRequest{Reason: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodySize)}
+		return body, readTooLong, &BadRequest{Reason: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodySize)}
 	}
 	if err := ijson.Check(body); err != nil {
-		return body, &BadRequest{Reason: err.Error()}
+		return body, readWhole, &BadRequest{Reason: err.Error()}
 	}
-	return body, nil
+	return body, readWhole, nil
 }
 
 // preCall answers a pre_call request: NONE, counted.

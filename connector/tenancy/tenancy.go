@@ -283,17 +283,24 @@ func HoldsSecret(s string) bool {
 	return false
 }
 
-// secretPaths are the hosts and path prefixes of webhook URLs whose path is
-// the credential: whoever holds the URL can post to the channel.
-var secretPaths = []string{"hooks.slack.com/services/", "hooks.slack.com/workflows/", "hooks.slack.com/triggers/",
-	"discord.com/api/webhooks/", "discordapp.com/api/webhooks/", "outlook.office.com/webhook/", "webhook.office.com/",
-	"api.telegram.org/bot", "hooks.zapier.com/hooks/"}
+// webhookPath is a host (and its subdomains) whose URLs carry the
+// credential in their path when it holds the word: whoever holds such a
+// URL can post to the channel.
+type webhookPath struct{ host, word string }
 
-// secretPath reports whether u's path carries a credential: a known
-// webhook URL, or a path segment that looks random (randomLooking).
+var webhookPaths = []webhookPath{{"hooks.slack.com", "/services/"}, {"hooks.slack.com", "/workflows/"},
+	{"hooks.slack.com", "/triggers/"}, {"discord.com", "/webhooks/"}, {"discordapp.com", "/webhooks/"},
+	{"office.com", "/webhook"}, {"api.telegram.org", "/bot"}, {"hooks.zapier.com", "/hooks/"}}
+
+// secretPath reports whether u's path carries a credential: a webhook URL
+// (its host compared without port or trailing dot, in any case), or a path
+// segment that looks random (randomLooking).
 func secretPath(u *url.URL) bool {
-	hp := strings.ToLower(u.Host + u.Path)
-	if slices.ContainsFunc(secretPaths, func(p string) bool { return strings.HasPrefix(hp, p) || strings.Contains(hp, "."+p) }) {
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	path := strings.ToLower(u.Path)
+	if slices.ContainsFunc(webhookPaths, func(w webhookPath) bool {
+		return (host == w.host || strings.HasSuffix(host, "."+w.host)) && strings.Contains(path, w.word)
+	}) {
 		return true
 	}
 	return slices.ContainsFunc(strings.Split(u.Path, "/"), randomLooking)
