@@ -96,7 +96,7 @@ func (a *app) open(ctx context.Context) error {
 	}
 	observer, metricsHandler := newMetrics(store, a.exporter, eval)
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
-		Terminal: resolver.Terminal, HoldLink: holdLink(cfg)},
+		Terminal: resolver.Terminal, MayApprove: resolver.MayApprove, HoldLink: holdLink(cfg)},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
 			Publisher: pub, Observer: observer, Logger: log, Subjects: subjectLocker(db)})
 	if err != nil {
@@ -120,7 +120,8 @@ func (a *app) open(ctx context.Context) error {
 		Health: a.health, Ready: a.ready, Routes: map[string]http.Handler{"GET /metrics": metricsHandler}, Logger: log}
 	var srv *engine.Server // made below; the web app wakes its long-polls
 	if cfg.UIEnabled {
-		ui, err := inbox.New(inbox.Config{PublicURL: cfg.PublicURL, AuthToken: cfg.AuthToken, Window: cfg.Window},
+		ui, err := inbox.New(inbox.Config{PublicURL: cfg.PublicURL, AuthToken: cfg.AuthToken, Window: cfg.Window,
+			MaxStreams: share(cfg.MaxConns, 4)},
 			inbox.Deps{Holds: store, Resolver: resolver, Budgets: budgets, Events: events, Logger: log,
 				Resolved: func(id string) { srv.HoldResolved(id) }})
 		if err != nil {
@@ -137,7 +138,7 @@ func (a *app) open(ctx context.Context) error {
 		deps.Gatekeeper = gate
 	}
 	srv = engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
-		BodyTimeout: cfg.ReadTimeout, MaxHoldWaiters: cfg.MaxConns / 2}, deps)
+		BodyTimeout: cfg.ReadTimeout, MaxHoldWaiters: share(cfg.MaxConns, 2)}, deps)
 	a.handler = srv.Handler()
 	a.endWaits = func() {
 		srv.EndHoldWaits()
@@ -351,4 +352,14 @@ func (a *app) Close() {
 		}
 	}
 	a.closers = nil
+}
+
+// share is 1/part of conns connections, at least one (0: unbounded, when
+// conns is): the most hold long-polls (a half) and web event streams (a
+// quarter) open at once, so that they leave connections to decisions.
+func share(conns, part int) int {
+	if conns <= 0 {
+		return 0
+	}
+	return max(1, conns/part)
 }

@@ -43,30 +43,49 @@ func (p *pipeline) decideHeld(t *testing.T, environment, hold string) engine.Dec
 	return d
 }
 
-// An approval is bound to the rule that held the action: who may approve
-// depends on the rule (SVC_RESOLUTION_POLICY), so the same action held by
-// another rule neither reuses the hold nor redeems its approval.
-func TestHoldIsBoundToItsRule(t *testing.T) {
-	ev := &ruleEvaluator{}
-	ev.rule.Store("svc.policy/session_delete_budget")
-	p := newPipelineWith(t, ev, nil)
-	first := p.decideHeld(t, "production", "")
-	require.Equal(t, engine.RequireApproval, first.Decision)
-	p.approve(t, first.HoldID)
+// approveAs approves hold id as principal by does.
+func (p *pipeline) approveAs(t *testing.T, id string, by engine.Principal) {
+	t.Helper()
+	rec := engine.HoldEvent{Event: engine.EventHoldResolution, HoldID: id, Status: engine.HoldApproved}
+	require.NoError(t, p.audit.Commit(context.Background(), engine.Entry{
+		Records: []engine.AuditRecord{{Kind: engine.EventHoldResolution, Body: rec}},
+		Resolve: &engine.HoldResolution{HoldID: id, Status: engine.HoldApproved, By: by, Verified: true, At: time.Now()},
+	}))
+}
 
-	ev.rule.Store("svc.policy/agent_delete_budget")
-	other := p.decideHeld(t, "production", "")
-	assert.NotEqual(t, first.HoldID, other.HoldID, "another rule raises its own hold")
-	assert.False(t, other.HoldReused)
-	refused := p.decideHeld(t, "production", first.HoldID)
+// Who may approve depends on the rule (SVC_RESOLUTION_POLICY), and budgets
+// shift which rule holds an action between its hold and its re-submission:
+// a re-submission held under another rule redeems when the hold's approver
+// may approve that rule too, and is refused svc_hold_rule_mismatch when
+// not. The hold is reused whatever the rule (its binding leaves it out).
+func TestRedemptionUnderAnotherRuleNeedsAnApproverOfThatRule(t *testing.T) {
+	ev := &ruleEvaluator{}
+	mayApprove := func(rule, typ string) bool {
+		return typ == "human" || (rule == "svc.policy/session_delete_budget" && typ == "automation")
+	}
+	p := newPipelineConfig(t, engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour, MayApprove: mayApprove}, ev, nil)
+	ev.rule.Store("svc.policy/session_delete_budget")
+	held := p.decideHeld(t, "production", "")
+	require.Equal(t, engine.RequireApproval, held.Decision)
+	p.approveAs(t, held.HoldID, engine.Principal{Type: "automation", ID: "change-bot"})
+
+	ev.rule.Store("svc.policy/agent_delete_budget") // human only
+	again := p.decideHeld(t, "production", "")
+	assert.Equal(t, held.HoldID, again.HoldID, "the live hold is reused")
+	refused := p.decideHeld(t, "production", held.HoldID)
 	assert.Equal(t, engine.Deny, refused.Decision)
 	assert.Equal(t, engine.ReasonHoldRuleMismatch, refused.Reason)
+	assert.Contains(t, refused.Detail, "automation")
 
 	ev.rule.Store("svc.policy/session_delete_budget")
-	again := p.decideHeld(t, "production", "")
-	assert.Equal(t, first.HoldID, again.HoldID, "the same rule reuses the approved hold")
-	redeemed := p.decideHeld(t, "production", first.HoldID)
-	assert.Equal(t, engine.Allow, redeemed.Decision, "%+v", redeemed)
+	assert.Equal(t, engine.Allow, p.decideHeld(t, "production", held.HoldID).Decision, "under its own rule it redeems")
+
+	ev.rule.Store("svc.policy/irreversible_broad_prod")
+	human := p.decideHeld(t, "production", "")
+	p.approveAs(t, human.HoldID, engine.Principal{Type: "human", ID: "alice"})
+	ev.rule.Store("svc.policy/agent_delete_budget")
+	redeemed := p.decideHeld(t, "production", human.HoldID)
+	assert.Equal(t, engine.Allow, redeemed.Decision, "a human may approve either rule: %+v", redeemed)
 }
 
 // An approval is bound to the environment as named: "prod-eu" and "qa"

@@ -35,10 +35,11 @@ const (
 // number of them (strconv.Atoi then refuses one too large).
 var digits = regexp.MustCompile(`^[0-9]+$`)
 
-// strictQuery reads r's query string strictly: one that does not parse
-// (a ";" separator, a bad %-escape) or names a parameter other than those
-// of the route is refused naming it, never read as the defaults.
-func strictQuery(r *http.Request, names ...string) (url.Values, error) {
+// StrictQuery reads r's query string strictly: one that does not parse
+// (a ";" separator, a bad %-escape) or names a parameter other than names
+// is refused naming it, never read as the defaults. The web app reads its
+// lists with it too.
+func StrictQuery(r *http.Request, names ...string) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, InvalidField("query", "must be name=value pairs joined by & ("+err.Error()+")")
@@ -97,7 +98,7 @@ func ParseHoldQuery(q url.Values) (HoldQuery, error) {
 }
 
 func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
-	raw, err := strictQuery(r, "status", "limit", "order", "cursor")
+	raw, err := StrictQuery(r, "status", "limit", "order", "cursor")
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -123,7 +124,7 @@ func (s *Server) handleListHolds(w http.ResponseWriter, r *http.Request) {
 // leaves during the wait gets nothing more.
 func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
 	var wait time.Duration
-	raw, err := strictQuery(r, "wait")
+	raw, err := StrictQuery(r, "wait")
 	if err == nil {
 		wait, err = holdWaitQuery(raw)
 	}

@@ -58,7 +58,7 @@ func TestStrictQuery(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "/v1/holds?"+tt.query, nil)
-			_, err := strictQuery(r, "status", "limit", "order", "cursor")
+			_, err := StrictQuery(r, "status", "limit", "order", "cursor")
 			if tt.field == "" {
 				require.NoError(t, err)
 				return

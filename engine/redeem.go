@@ -13,8 +13,8 @@ import (
 
 // redeem spends an approved hold on a re-submission. The hold must exist,
 // be bound to the same envelope hash, parameters, actor and gate, and be approved
-// and unexpired; when the policy holds the re-submission, it must hold it
-// under the hold's rule; consumption is one compare-and-set, made by the commit of
+// and unexpired; when the policy holds the re-submission under another
+// rule, the hold's approver must be one that may approve that rule; consumption is one compare-and-set, made by the commit of
 // the decision (settle handles losing it). A refused re-submission never
 // consumes the hold.
 func (e *Engine) redeem(ctx context.Context, req Request, out *outcome, now time.Time) error {
@@ -40,11 +40,8 @@ func (e *Engine) redeem(ctx context.Context, req Request, out *outcome, now time
 		e.refuse(out, code, why)
 		return nil
 	}
-	if v := out.policy; v != nil && v.Decision == RequireApproval && v.Rule != h.Rule {
-		// Who may approve depends on the rule (SVC_RESOLUTION_POLICY): an
-		// approval given under one rule does not lift another.
-		e.refuse(out, ReasonHoldRuleMismatch, "the hold approves an action held by "+h.Rule+
-			"; this re-submission is held by "+v.Rule+", which needs an approval of its own")
+	if code, why := e.approverMay(out.policy, &h); code != "" {
+		e.refuse(out, code, why)
 		return nil
 	}
 	consumed := h
@@ -72,7 +69,7 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 	case h.Envelope == nil ||
 		envelope.BoundEnvironment(h.Envelope.Target.RawEnvironment) != envelope.BoundEnvironment(env.Target.RawEnvironment):
 		return ReasonHoldEnvelopeMismatch, "the environment differs from the held envelope's (" +
-			h.Envelope.Target.RawEnvironment + " was approved)"
+			h.Envelope.Target.RawEnvironment + " was held)"
 	case h.Envelope == nil || envelope.Fold(h.Envelope.Agent.ID) != envelope.Fold(env.Agent.ID) ||
 		envelope.Fold(h.Envelope.Agent.OnBehalfOf) != envelope.Fold(env.Agent.OnBehalfOf):
 		return ReasonHoldActorMismatch, "the hold was raised for another agent or principal"
@@ -85,20 +82,44 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 // HoldBinding is the key of what a hold is bound to, under which a
 // require_approval reuses it (Holds.Reusable): sha256 hex of the envelope
 // hash, the params hash, the folded agent.id and agent.on_behalf_of, the
-// gate, the rule that held it and the environment as named
-// (envelope.BoundEnvironment) — the values a re-submission must match
-// to redeem it (binding, redeem). The rule is part of it because who may
-// approve depends on it (SVC_RESOLUTION_POLICY). A hold without envelope,
-// or raised before svc recorded gates, has none (""), and is never reused.
+// gate and, when it is not a spelling of a canonical environment, the
+// environment as named (envelope.BoundEnvironment) — the values a
+// re-submission must match to redeem it (binding). The environment is
+// appended only then, so that holds stored before it was bound keep their
+// key. A hold without envelope, or raised before svc recorded gates, has
+// none (""), and is never reused.
 func HoldBinding(h *Hold) string {
 	if h.Envelope == nil || h.Gate == nil {
 		return ""
 	}
 	a := h.Envelope.Agent
-	key, _ := json.Marshal([]string{h.EnvelopeHash, h.ParamsHash, envelope.Fold(a.ID), envelope.Fold(a.OnBehalfOf),
-		*h.Gate, h.Rule, envelope.BoundEnvironment(h.Envelope.Target.RawEnvironment)}) // strings always marshal
+	fields := []string{h.EnvelopeHash, h.ParamsHash, envelope.Fold(a.ID), envelope.Fold(a.OnBehalfOf), *h.Gate}
+	if bound := envelope.BoundEnvironment(h.Envelope.Target.RawEnvironment); bound != h.Envelope.Target.Environment {
+		fields = append(fields, bound)
+	}
+	key, _ := json.Marshal(fields) // strings always marshal
 	sum := sha256.Sum256(key)
 	return hex.EncodeToString(sum[:])
+}
+
+// approverMay refuses a re-submission that the policy (v) holds under
+// another rule than h's, when h's approver is of a type that
+// SVC_RESOLUTION_POLICY does not let approve that rule: who may approve
+// depends on the rule, and budgets shift which rule holds an action
+// between its hold and its re-submission.
+func (e *Engine) approverMay(v *Verdict, h *Hold) (string, string) {
+	if v == nil || v.Decision != RequireApproval || v.Rule == h.Rule || e.cfg.MayApprove == nil {
+		return "", ""
+	}
+	if h.DecidedBy == nil || !e.cfg.MayApprove(v.Rule, h.DecidedBy.Type) {
+		who := "an unrecorded approver"
+		if h.DecidedBy != nil {
+			who = "a principal of type " + h.DecidedBy.Type
+		}
+		return ReasonHoldRuleMismatch, "the hold was approved under " + h.Rule + " by " + who +
+			"; this re-submission is held by " + v.Rule + ", which SVC_RESOLUTION_POLICY does not let that type approve"
+	}
+	return "", ""
 }
 
 func statusRefusal(status string) (string, string) {

@@ -228,6 +228,12 @@ func (s *Service) authorize(h engine.Hold, who engine.Principal) error {
 	return nil
 }
 
+// MayApprove reports whether SVC_RESOLUTION_POLICY lets a principal of
+// type principalType approve the holds of rule.
+func (s *Service) MayApprove(rule, principalType string) bool {
+	return slices.Contains(s.policy.allowed(rule), principalType)
+}
+
 // Identify returns the principal of a resolver credential. When the tokens
 // cannot be read it returns ErrTokensUnavailable: nobody is authenticated
 // by an unreadable token set, and the caller is told why.

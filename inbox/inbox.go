@@ -65,6 +65,9 @@ type Config struct {
 	Window time.Duration
 	// SessionTTL is how long a sign-in lasts; 0 is DefaultSessionTTL.
 	SessionTTL time.Duration
+	// MaxStreams bounds the event streams of list pages open at once
+	// (GET /ui/events); 0 leaves them unbounded.
+	MaxStreams int
 }
 
 // Deps are the parts the app calls.

@@ -180,3 +180,23 @@ func TestMoneyWords(t *testing.T) {
 		assert.Equal(t, tt.want, moneyWords(tt.in), "%v", tt.in)
 	}
 }
+
+// TestEventStreamsAreBounded: past max open streams a subscription is
+// refused (the handler answers 503), and a stream that ends frees its place.
+func TestEventStreamsAreBounded(t *testing.T) {
+	ev := NewEvents()
+	_, cancel1, ok := ev.subscribe(2)
+	require.True(t, ok)
+	_, cancel2, ok := ev.subscribe(2)
+	require.True(t, ok)
+	_, _, ok = ev.subscribe(2)
+	require.False(t, ok, "a third stream past the bound")
+	cancel1()
+	_, cancel3, ok := ev.subscribe(2)
+	require.True(t, ok, "a place freed")
+	cancel2()
+	cancel3()
+	_, cancel4, ok := ev.subscribe(0)
+	require.True(t, ok, "0: unbounded")
+	cancel4()
+}

@@ -44,17 +44,22 @@ func (l *Events) Publish(ev engine.Event) {
 // http.Server.RegisterOnShutdown).
 func (l *Events) Close() { l.once.Do(func() { close(l.closed) }) }
 
-// subscribe returns a channel of event types and its cancellation.
-func (l *Events) subscribe() (<-chan string, func()) {
+// subscribe returns a channel of event types and its cancellation; false
+// when max streams (0: no bound) are open already.
+func (l *Events) subscribe(max int) (<-chan string, func(), bool) {
 	ch := make(chan string, 1)
 	l.mu.Lock()
+	if max > 0 && len(l.subs) >= max {
+		l.mu.Unlock()
+		return nil, nil, false
+	}
 	l.subs[ch] = struct{}{}
 	l.mu.Unlock()
 	return ch, func() {
 		l.mu.Lock()
 		delete(l.subs, ch)
 		l.mu.Unlock()
-	}
+	}, true
 }
 
 // notify hands typ to every stream without blocking: a stream that has
@@ -71,10 +76,19 @@ func (l *Events) notify(typ string) {
 }
 
 // handleEvents streams server-sent events to a list page: event "holds"
-// when a hold is created, resolved or expires in this process.
+// when a hold is created, resolved or expires in this process. Past
+// Config.MaxStreams open streams it answers 503 and closes the connection:
+// the page then lists without live updates, and streams cannot take every
+// connection from decisions.
 func (a *App) handleEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
-	events, cancel := a.deps.Events.subscribe()
+	events, cancel, ok := a.deps.Events.subscribe(a.cfg.MaxStreams)
+	if !ok {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many event streams open", http.StatusServiceUnavailable)
+		return
+	}
 	defer cancel()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)

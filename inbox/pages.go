@@ -63,7 +63,11 @@ type holdRow struct {
 func (a *App) listPage(kind listKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := viewerOf(r)
-		vals := r.URL.Query()
+		vals, err := engine.StrictQuery(r, "status", "limit", "order", "cursor")
+		if err != nil {
+			a.failErr(w, r, v, err)
+			return
+		}
 		setDefault(vals, "status", kind.Status)
 		setDefault(vals, "order", engine.OrderNewest)
 		setDefault(vals, "limit", fmt.Sprint(pageSize))
