@@ -96,7 +96,7 @@ func (a *app) open(ctx context.Context) error {
 	}
 	observer, metricsHandler := newMetrics(store, a.exporter, eval)
 	a.engine, err = engine.New(engine.Config{Version: Version, Window: cfg.Window, HoldTTL: cfg.HoldTTL, Deadline: cfg.OPATimeout,
-		Terminal: resolver.Terminal, MayApprove: resolver.MayApprove, HoldLink: holdLink(cfg)},
+		Terminal: resolver.Terminal, Approvers: resolver.Approvers, HoldLink: holdLink(cfg)},
 		engine.Deps{Evaluator: eval, Budgets: budgets, Holds: store, Recorder: audit,
 			Publisher: pub, Observer: observer, Logger: log, Subjects: subjectLocker(db)})
 	if err != nil {

@@ -345,7 +345,7 @@ func (p *parser) checkOPAToken(c Config) {
 	case c.OPAURL == "":
 		p.fail("opa_token", "is sent only to the OPA server of SVC_OPA_URL, which is unset")
 	case hasSpaceOrControl(c.OPAToken):
-		p.fail("opa_token", "must not contain spaces or control characters")
+		p.fail("opa_token", "must not contain spaces, control or invisible characters, or invalid UTF-8")
 	}
 }
 

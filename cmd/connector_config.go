@@ -103,7 +103,7 @@ func parseConnectorConfig(v *viper.Viper) (ConnectorConfig, *parser) {
 	}
 	for _, key := range []string{"connector_token", "core_token"} {
 		if hasSpaceOrControl(p.str(key)) {
-			p.fail(key, "must not contain spaces or control characters: it is sent as one header value")
+			p.fail(key, "must not contain spaces, control or invisible characters, or invalid UTF-8: it is sent as one header value")
 		}
 	}
 	c.CoreURL = u

@@ -350,7 +350,7 @@ func (e *Engine) holdFor(ctx context.Context, req Request, out *outcome, now tim
 	h := Hold{
 		ID: NewID(), Status: HoldPending, Rule: out.Rule, Reason: out.Reason, Envelope: env,
 		EnvelopeHash: out.EnvelopeHash, ParamsHash: paramsHash, Gate: &req.Gate,
-		CreatedTS: now, ExpiresTS: now.Add(e.cfg.HoldTTL), DecisionID: out.DecisionID,
+		CreatedTS: now, ExpiresTS: now.Add(e.cfg.HoldTTL), DecisionID: out.DecisionID, Approvers: e.approversOf(out.Rule),
 	}
 	err = e.reuseHold(ctx, out, HoldBinding(&h), now)
 	if !errors.Is(err, ErrNotFound) {

@@ -26,12 +26,14 @@ type Config struct {
 	// denied, since no approval could ever lift it (the holds service owns
 	// the set and refuses to resolve such holds). Nil: RuleTerminal alone.
 	Terminal func(rule string) bool
-	// MayApprove reports whether a principal of type principalType may
-	// approve the holds of rule (SVC_RESOLUTION_POLICY; the hold service
-	// enforces it on resolution). A re-submission the policy holds under
-	// another rule than its hold's redeems only when the hold's approver
-	// may approve that rule too. Nil: any.
-	MayApprove func(rule, principalType string) bool
+	// Approvers are the principal types that may approve the holds of rule
+	// (SVC_RESOLUTION_POLICY; the hold service enforces it on resolution;
+	// an unlisted rule, "" included, has the default ones). A hold is
+	// reused only by an action whose rule has the same approvers, and a
+	// re-submission the policy holds under another rule than its hold's
+	// redeems only when the hold's approver may approve that rule too.
+	// Nil: any type, every rule.
+	Approvers func(rule string) []string
 	// HoldLink returns the web page of a hold, sent as the url of its
 	// hold.created event; nil (SVC_PUBLIC_URL unset) sends none.
 	HoldLink func(id string) string

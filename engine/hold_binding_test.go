@@ -57,33 +57,45 @@ func (p *pipeline) approveAs(t *testing.T, id string, by engine.Principal) {
 // shift which rule holds an action between its hold and its re-submission:
 // a re-submission held under another rule redeems when the hold's approver
 // may approve that rule too, and is refused svc_hold_rule_mismatch when
-// not. The hold is reused whatever the rule (its binding leaves it out).
+// not. A hold is reused by an action held under another rule with the same
+// approvers; under one with other approvers the action raises a hold of
+// its own, which they can approve.
 func TestRedemptionUnderAnotherRuleNeedsAnApproverOfThatRule(t *testing.T) {
 	ev := &ruleEvaluator{}
-	mayApprove := func(rule, typ string) bool {
-		return typ == "human" || (rule == "svc.policy/session_delete_budget" && typ == "automation")
+	approvers := func(rule string) []string {
+		switch rule {
+		case "svc.policy/session_delete_budget":
+			return []string{"human", "automation"}
+		case "svc.policy/irreversible_broad_prod":
+			return []string{"human"}
+		}
+		return []string{"human"} // the default
 	}
-	p := newPipelineConfig(t, engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour, MayApprove: mayApprove}, ev, nil)
+	p := newPipelineConfig(t, engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour, Approvers: approvers}, ev, nil)
 	ev.rule.Store("svc.policy/session_delete_budget")
 	held := p.decideHeld(t, "production", "")
 	require.Equal(t, engine.RequireApproval, held.Decision)
 	p.approveAs(t, held.HoldID, engine.Principal{Type: "automation", ID: "change-bot"})
 
 	ev.rule.Store("svc.policy/agent_delete_budget") // human only
-	again := p.decideHeld(t, "production", "")
-	assert.Equal(t, held.HoldID, again.HoldID, "the live hold is reused")
 	refused := p.decideHeld(t, "production", held.HoldID)
 	assert.Equal(t, engine.Deny, refused.Decision)
 	assert.Equal(t, engine.ReasonHoldRuleMismatch, refused.Reason)
 	assert.Contains(t, refused.Detail, "automation")
+	own := p.decideHeld(t, "production", "")
+	require.Equal(t, engine.RequireApproval, own.Decision)
+	assert.NotEqual(t, held.HoldID, own.HoldID, "other approvers: a hold of its own, not the automation's approval")
+	p.approveAs(t, own.HoldID, engine.Principal{Type: "human", ID: "alice"})
+	assert.Equal(t, engine.Allow, p.decideHeld(t, "production", own.HoldID).Decision)
 
 	ev.rule.Store("svc.policy/session_delete_budget")
 	assert.Equal(t, engine.Allow, p.decideHeld(t, "production", held.HoldID).Decision, "under its own rule it redeems")
 
 	ev.rule.Store("svc.policy/irreversible_broad_prod")
 	human := p.decideHeld(t, "production", "")
-	p.approveAs(t, human.HoldID, engine.Principal{Type: "human", ID: "alice"})
 	ev.rule.Store("svc.policy/agent_delete_budget")
+	assert.Equal(t, human.HoldID, p.decideHeld(t, "production", "").HoldID, "the same approvers: the hold is reused")
+	p.approveAs(t, human.HoldID, engine.Principal{Type: "human", ID: "alice"})
 	redeemed := p.decideHeld(t, "production", human.HoldID)
 	assert.Equal(t, engine.Allow, redeemed.Decision, "a human may approve either rule: %+v", redeemed)
 }

@@ -195,6 +195,11 @@ type Hold struct {
 	ConsumedTS        *time.Time `json:"consumed_ts"`
 	DecisionID        string     `json:"decision_id"`
 	ConsumedBy        string     `json:"consumed_by_decision_id,omitempty"`
+	// Approvers is, when it differs from the default, the principal types
+	// SVC_RESOLUTION_POLICY lets approve the hold's rule, sorted and
+	// joined: part of the binding of a hold being raised (HoldBinding), not
+	// stored.
+	Approvers string `json:"-"`
 }
 
 // HoldQuery selects a page of holds. Status "all" or "" means no filter,

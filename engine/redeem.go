@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/svc-dev/svc/engine/envelope"
@@ -84,9 +86,12 @@ func (e *Engine) binding(req Request, out *outcome, h *Hold) (string, string) {
 // hash, the params hash, the folded agent.id and agent.on_behalf_of, the
 // gate and, when it is not a spelling of a canonical environment, the
 // environment as named (envelope.BoundEnvironment) — the values a
-// re-submission must match to redeem it (binding). The environment is
-// appended only then, so that holds stored before it was bound keep their
-// key. A hold without envelope, or raised before svc recorded gates, has
+// re-submission must match to redeem it (binding) — and, when they are
+// not the default ones, the approver types of its rule (Hold.Approvers),
+// so that an action held under a rule with other approvers raises a hold
+// they can approve rather than find one approved by a type they exclude.
+// The last two are appended only when present, so that holds stored
+// before they were bound keep their key. A hold without envelope, or raised before svc recorded gates, has
 // none (""), and is never reused.
 func HoldBinding(h *Hold) string {
 	if h.Envelope == nil || h.Gate == nil {
@@ -96,6 +101,9 @@ func HoldBinding(h *Hold) string {
 	fields := []string{h.EnvelopeHash, h.ParamsHash, envelope.Fold(a.ID), envelope.Fold(a.OnBehalfOf), *h.Gate}
 	if bound := envelope.BoundEnvironment(h.Envelope.Target.RawEnvironment); bound != h.Envelope.Target.Environment {
 		fields = append(fields, bound)
+	}
+	if h.Approvers != "" {
+		fields = append(fields, "approvers:"+h.Approvers)
 	}
 	key, _ := json.Marshal(fields) // strings always marshal
 	sum := sha256.Sum256(key)
@@ -108,18 +116,33 @@ func HoldBinding(h *Hold) string {
 // depends on the rule, and budgets shift which rule holds an action
 // between its hold and its re-submission.
 func (e *Engine) approverMay(v *Verdict, h *Hold) (string, string) {
-	if v == nil || v.Decision != RequireApproval || v.Rule == h.Rule || e.cfg.MayApprove == nil {
+	if v == nil || v.Decision != RequireApproval || v.Rule == h.Rule || e.cfg.Approvers == nil {
 		return "", ""
 	}
-	if h.DecidedBy == nil || !e.cfg.MayApprove(v.Rule, h.DecidedBy.Type) {
+	if h.DecidedBy == nil || !slices.Contains(e.cfg.Approvers(v.Rule), h.DecidedBy.Type) {
 		who := "an unrecorded approver"
 		if h.DecidedBy != nil {
 			who = "a principal of type " + h.DecidedBy.Type
 		}
 		return ReasonHoldRuleMismatch, "the hold was approved under " + h.Rule + " by " + who +
-			"; this re-submission is held by " + v.Rule + ", which SVC_RESOLUTION_POLICY does not let that type approve"
+			"; this re-submission is held by " + v.Rule + ", which SVC_RESOLUTION_POLICY does not let that type approve;" +
+			" submitted without the approval it raises a hold of its own for " + v.Rule
 	}
 	return "", ""
+}
+
+// approversOf is the Approvers of a hold of rule: its approver types,
+// sorted and joined, when they differ from the default ones; "" when they
+// do not, or when any type may approve any rule.
+func (e *Engine) approversOf(rule string) string {
+	if e.cfg.Approvers == nil {
+		return ""
+	}
+	own, def := slices.Sorted(slices.Values(e.cfg.Approvers(rule))), slices.Sorted(slices.Values(e.cfg.Approvers("")))
+	if slices.Equal(own, def) {
+		return ""
+	}
+	return strings.Join(own, ",")
 }
 
 func statusRefusal(status string) (string, string) {

@@ -228,10 +228,10 @@ func (s *Service) authorize(h engine.Hold, who engine.Principal) error {
 	return nil
 }
 
-// MayApprove reports whether SVC_RESOLUTION_POLICY lets a principal of
-// type principalType approve the holds of rule.
-func (s *Service) MayApprove(rule, principalType string) bool {
-	return slices.Contains(s.policy.allowed(rule), principalType)
+// Approvers are the principal types SVC_RESOLUTION_POLICY lets approve
+// the holds of rule; an unlisted rule ("" included) has the default ones.
+func (s *Service) Approvers(rule string) []string {
+	return slices.Clone(s.policy.allowed(rule))
 }
 
 // Identify returns the principal of a resolver credential. When the tokens
