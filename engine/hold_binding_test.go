@@ -124,3 +124,32 @@ func TestHoldIsBoundToTheEnvironmentAsNamed(t *testing.T) {
 	assert.Equal(t, prd.HoldID, p.decideHeld(t, "production", "").HoldID, "spellings of production share a hold")
 	assert.Equal(t, engine.Allow, p.decideHeld(t, "prod", prd.HoldID).Decision)
 }
+
+// A rule nobody may approve has approvers of its own ("none"), not the
+// default ones: an action held under it does not reuse a hold of a rule
+// humans may approve, nor the reverse. An approval given before
+// SVC_RESOLUTION_POLICY was tightened no longer counts, under its own rule
+// too.
+func TestApproversOfARuleNobodyMayApprove(t *testing.T) {
+	ev := &ruleEvaluator{}
+	policy := map[string][]string{"svc.policy/session_delete_budget": {}, "svc.policy/open": {"human", "automation", "human"}}
+	approvers := func(rule string) []string {
+		if types, ok := policy[rule]; ok {
+			return types
+		}
+		return []string{"human"}
+	}
+	p := newPipelineConfig(t, engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour, Approvers: approvers}, ev, nil)
+	ev.rule.Store("svc.policy/session_delete_budget")
+	nobody := p.decideHeld(t, "production", "")
+	ev.rule.Store("svc.policy/agent_delete_budget")
+	human := p.decideHeld(t, "production", "")
+	assert.NotEqual(t, nobody.HoldID, human.HoldID, "no approver is not the default approvers")
+
+	ev.rule.Store("svc.policy/open")
+	open := p.decideHeld(t, "dev", "")
+	p.approveAs(t, open.HoldID, engine.Principal{Type: "automation", ID: "bot"})
+	policy["svc.policy/open"] = []string{"human"} // tightened (a restart with another policy)
+	refused := p.decideHeld(t, "dev", open.HoldID)
+	assert.Equal(t, engine.ReasonHoldRuleMismatch, refused.Reason, "%+v", refused)
+}

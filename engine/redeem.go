@@ -15,8 +15,8 @@ import (
 
 // redeem spends an approved hold on a re-submission. The hold must exist,
 // be bound to the same envelope hash, parameters, actor and gate, and be approved
-// and unexpired; when the policy holds the re-submission under another
-// rule, the hold's approver must be one that may approve that rule; consumption is one compare-and-set, made by the commit of
+// and unexpired; when the policy holds the re-submission, the hold's
+// approver must be one that may approve the rule holding it; consumption is one compare-and-set, made by the commit of
 // the decision (settle handles losing it). A refused re-submission never
 // consumes the hold.
 func (e *Engine) redeem(ctx context.Context, req Request, out *outcome, now time.Time) error {
@@ -110,13 +110,14 @@ func HoldBinding(h *Hold) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// approverMay refuses a re-submission that the policy (v) holds under
-// another rule than h's, when h's approver is of a type that
-// SVC_RESOLUTION_POLICY does not let approve that rule: who may approve
-// depends on the rule, and budgets shift which rule holds an action
-// between its hold and its re-submission.
+// approverMay refuses a re-submission that the policy (v) holds, when h's
+// approver is of a type that SVC_RESOLUTION_POLICY does not let approve
+// the rule holding it now: who may approve depends on the rule, budgets
+// shift which rule holds an action between its hold and its
+// re-submission, and an approval given before the policy was tightened no
+// longer counts.
 func (e *Engine) approverMay(v *Verdict, h *Hold) (string, string) {
-	if v == nil || v.Decision != RequireApproval || v.Rule == h.Rule || e.cfg.Approvers == nil {
+	if v == nil || v.Decision != RequireApproval || e.cfg.Approvers == nil {
 		return "", ""
 	}
 	if h.DecidedBy == nil || !slices.Contains(e.cfg.Approvers(v.Rule), h.DecidedBy.Type) {
@@ -125,22 +126,27 @@ func (e *Engine) approverMay(v *Verdict, h *Hold) (string, string) {
 			who = "a principal of type " + h.DecidedBy.Type
 		}
 		return ReasonHoldRuleMismatch, "the hold was approved under " + h.Rule + " by " + who +
-			"; this re-submission is held by " + v.Rule + ", which SVC_RESOLUTION_POLICY does not let that type approve;" +
-			" submitted without the approval it raises a hold of its own for " + v.Rule
+			"; this re-submission is held by " + v.Rule + ", which SVC_RESOLUTION_POLICY does not let that type approve:" +
+			" it needs the approval of a type that rule allows"
 	}
 	return "", ""
 }
 
 // approversOf is the Approvers of a hold of rule: its approver types,
-// sorted and joined, when they differ from the default ones; "" when they
-// do not, or when any type may approve any rule.
+// sorted, each once, and joined ("none" for no type), when they differ from
+// the default ones; "" when they do not, or when any type may approve any
+// rule.
 func (e *Engine) approversOf(rule string) string {
 	if e.cfg.Approvers == nil {
 		return ""
 	}
-	own, def := slices.Sorted(slices.Values(e.cfg.Approvers(rule))), slices.Sorted(slices.Values(e.cfg.Approvers("")))
-	if slices.Equal(own, def) {
+	set := func(types []string) []string { return slices.Compact(slices.Sorted(slices.Values(types))) }
+	own := set(e.cfg.Approvers(rule))
+	switch {
+	case slices.Equal(own, set(e.cfg.Approvers(""))):
 		return ""
+	case len(own) == 0:
+		return "none"
 	}
 	return strings.Join(own, ",")
 }
