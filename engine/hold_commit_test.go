@@ -50,12 +50,7 @@ func (p *pipeline) resubmit(t *testing.T, session, holdID string) engine.Decisio
 // write of its audit commit.
 func (p *pipeline) approve(t *testing.T, id string) {
 	t.Helper()
-	rec := engine.HoldEvent{Event: engine.EventHoldResolution, HoldID: id, Status: engine.HoldApproved}
-	require.NoError(t, p.audit.Commit(context.Background(), engine.Entry{
-		Records: []engine.AuditRecord{{Kind: engine.EventHoldResolution, Body: rec}},
-		Resolve: &engine.HoldResolution{HoldID: id, Status: engine.HoldApproved,
-			By: engine.Principal{Type: "human", ID: "bob"}, Verified: true, At: time.Now()},
-	}))
+	p.approveAs(t, id, engine.Principal{Type: "human", ID: "bob"})
 }
 
 // Re-submissions of one approved hold from many sessions at once (so no
