@@ -140,7 +140,7 @@ func warnings(log zerolog.Logger, cfg ConnectorConfig, tm *tenancy.Source) {
 	if !tm.Status().Loaded {
 		log.Warn().Msg("SVC_GATEWAY_TENANCY_MAP_FILE is unset: every caller is refused as unmapped")
 	}
-	if longest := cfg.HoldWait + 2*cfg.DecideTimeout; longest >= gatewayTimeout-5*time.Second {
+	if connector.MaxAnswer(cfg.HoldWait, cfg.DecideTimeout) >= gatewayTimeout-5*time.Second {
 		log.Warn().Float64("hold_wait_seconds", cfg.HoldWait.Seconds()).Float64("client_timeout_seconds", cfg.DecideTimeout.Seconds()).
 			Msg("SVC_GATEWAY_HOLD_WAIT plus twice SVC_CLIENT_TIMEOUT reaches LiteLLM's 600 s guardrail timeout: a held call or a slow engine ends as a gateway error; raise REQUEST_TIMEOUT or lower them")
 	}

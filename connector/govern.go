@@ -132,7 +132,7 @@ func (g *Governor) Govern(ctx context.Context, req Request) (res Result) {
 		return g.finish(ctx, req, calls, nil, "")
 	}
 	session := Session(b.Tenant.Org, req.Session, req.EndUser)
-	bounded, cancel := context.WithTimeout(ctx, g.MaxAnswer(g.waitFor(req)))
+	bounded, cancel := context.WithTimeout(ctx, MaxAnswer(g.waitFor(req), g.timeout))
 	defer cancel()
 	g.decideAll(bounded, req, b.Tenant, session, calls)
 	g.awaitHolds(bounded, req, calls)
@@ -140,10 +140,11 @@ func (g *Governor) Govern(ctx context.Context, req Request) (res Result) {
 }
 
 // MaxAnswer is the longest the engine's side of an answer may take with a
-// hold wait of wait: the first decisions within one decide timeout, the
-// hold wait, then the hold reads and re-submissions within another.
-func (g *Governor) MaxAnswer(wait time.Duration) time.Duration {
-	return wait + 2*g.timeout
+// hold wait of wait and a decide timeout of timeout (SVC_CLIENT_TIMEOUT):
+// the first decisions within one timeout, the hold wait, then the hold
+// reads and re-submissions within another.
+func MaxAnswer(wait, timeout time.Duration) time.Duration {
+	return wait + 2*timeout
 }
 
 // decideAll asks the engine about each call in order, all within one

@@ -628,13 +628,16 @@ func TestGovernBoundsAHungEngine(t *testing.T) {
 			start := time.Now()
 			res := g.Govern(context.Background(), req)
 			elapsed := time.Since(start)
-			assert.Less(t, elapsed, 3*timeout, "six calls, one timeout (six would take %v)", 6*timeout)
+			// Not a latency bound: the engine asked once, not six times
+			// (the calls after the timeout never reach it), and the answer
+			// well short of six timeouts.
+			assert.Less(t, elapsed, 6*timeout, "six calls, one timeout")
+			assert.Equal(t, int64(1), asked.Load())
 			for _, o := range res.Outcomes {
 				assert.Equal(t, OutcomeFailClosed, o.Outcome)
 			}
 			assert.Len(t, led.rows, len(calls))
 			if transport == TransportGuardrailAPI {
-				assert.Equal(t, int64(1), asked.Load())
 				assert.Contains(t, res.Outcomes[5].Reason, "not put to the engine")
 			}
 		})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/svc-dev/svc/connector/internal/strictjson"
 	"github.com/svc-dev/svc/engine/ijson"
+	"github.com/svc-dev/svc/transport"
 )
 
 // MaxBody bounds a request body; LiteLLM's post-call bodies carry the
@@ -146,22 +147,26 @@ func (s *Server) guard(route string, h func(w http.ResponseWriter, r *http.Reque
 				s.cfg.Observer.Answered(route, time.Since(start))
 			}
 		}()
-		deadline := time.Now().Add(s.cfg.BodyTimeout) // one for the whole body, however it is read
-		var body []byte
-		var read readState
-		var err error
-		s.reading(w, deadline, func() { body, read, err = s.readBody(r) })
+		// One read deadline for the whole body, however it is read; lifted
+		// before governing: net/http would cancel the request's context when
+		// it passes, during a hold wait say.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported only by test recorders
+		body, read, err := s.readBody(r)
+		pre := err != nil && route == "guardrail" && s.preCallAfterAll(r, body, read)
+		_ = rc.SetReadDeadline(time.Time{})
 		if err == nil {
 			if err = h(w, r, body); err == nil {
 				return
 			}
+			pre = route == "guardrail" && preCallOnly(bytes.NewReader(body))
 		}
-		if route == "guardrail" && s.preCallAfterAll(w, r, deadline, body, read) {
+		if pre {
 			s.preCall(w)
 			return
 		}
 		if read != readWhole {
-			dropBody(w)
+			transport.DropBody(w)
 		}
 		s.badRequest(w, route, err)
 	}
@@ -181,7 +186,7 @@ const (
 // member, a lone surrogate or a large image in the prompt). A body longer
 // than MaxBodySize is read on up to MaxPreCall more, one such at a time
 // (its values are buffered); one longer still, or cut off, is not.
-func (s *Server) preCallAfterAll(w http.ResponseWriter, r *http.Request, deadline time.Time, body []byte, read readState) bool {
+func (s *Server) preCallAfterAll(r *http.Request, body []byte, read readState) bool {
 	switch read {
 	case readWhole:
 		return preCallOnly(bytes.NewReader(body))
@@ -193,29 +198,9 @@ func (s *Server) preCallAfterAll(w http.ResponseWriter, r *http.Request, deadlin
 			return false
 		}
 		rest := &io.LimitedReader{R: r.Body, N: s.cfg.MaxPreCall + 1}
-		var pre bool
-		s.reading(w, deadline, func() { pre = preCallOnly(io.MultiReader(bytes.NewReader(body), rest)) })
-		return pre && rest.N > 0 // N 0: the body went on past the bound, unread
+		return preCallOnly(io.MultiReader(bytes.NewReader(body), rest)) && rest.N > 0 // N 0: the body went on past the bound, unread
 	}
 	return false
-}
-
-// reading runs read under the body's read deadline, lifted after it:
-// net/http would otherwise cancel the request's context when it passes,
-// during a hold wait say.
-func (s *Server) reading(w http.ResponseWriter, deadline time.Time, read func()) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(deadline) // unsupported only by test recorders
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	read()
-}
-
-// dropBody closes the connection of a request whose body was not read to
-// its end: net/http would otherwise read the rest, without a deadline,
-// before it answers, to reuse the connection.
-func dropBody(w http.ResponseWriter) {
-	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // unsupported only by test recorders
 }
 
 // readBody reads a request body within MaxBodySize that is I-JSON text:
@@ -229,7 +214,7 @@ func (s *Server) readBody(r *http.Request) ([]byte, readState, error) {
 		// Not err's text: it names the connector's socket addresses, and
 		// the refusal reaches the gateway's client. The log has it.
 		s.cfg.Log.Warn().Err(err).Msg("request body cut off")
-		return body, readCutOff, &BadRequest{Reason: "request body not received in full (cut off, or not within 60 s)"}
+		return body, readCutOff, &BadRequest{Reason: fmt.Sprintf("request body not received in full (cut off, or not within %s)", s.cfg.BodyTimeout)}
 	case int64(len(body)) > s.cfg.MaxBodySize:
 		return body, readTooLong, &BadRequest{Reason: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodySize)}
 	}

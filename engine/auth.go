@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/svc-dev/svc/transport"
 )
 
 // decideAuth admits a decide request with SVC_AUTH_TOKEN (tried first, no
@@ -36,9 +38,9 @@ func (s *Server) decideAuth(next func(http.ResponseWriter, *http.Request, string
 }
 
 // refuseAuth answers 401 or 403 on /v1/decide, without reading the
-// request's body (dropBody); the answer carries a deny.
+// request's body (transport.DropBody); the answer carries a deny.
 func (s *Server) refuseAuth(w http.ResponseWriter, err error) {
-	dropBody(w)
+	transport.DropBody(w)
 	var e *Error
 	if !errors.As(err, &e) {
 		e = Errorf(EUNAUTHORIZED, "credential refused")
@@ -94,10 +96,10 @@ func (s *Server) tokenAuth(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // unauthorized logs and answers a request whose credential tok (possibly
-// none) was refused, without reading its body (dropBody).
+// none) was refused, without reading its body (transport.DropBody).
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, tok string) {
 	s.logRefused(r, tok, nil)
-	dropBody(w)
+	transport.DropBody(w)
 	w.Header().Set("WWW-Authenticate", "Bearer")
 	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
 }

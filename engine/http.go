@@ -14,6 +14,7 @@ import (
 
 	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/engine/ijson"
+	"github.com/svc-dev/svc/transport"
 )
 
 // Gatekeeper authenticates portal-issued gate credentials on /v1/decide
@@ -117,25 +118,14 @@ func (s *Server) Handler() http.Handler {
 }
 
 // unrouted answers a request for no route (404, or 405 for a known path)
-// without reading its body, and closes the connection (dropBody).
+// without reading its body, and closes the connection (transport.DropBody).
 func unrouted(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
-			dropBody(w)
+			transport.DropBody(w)
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// dropBody makes the answer to a request whose body svc will not read
-// (a refused credential, an unknown route) close the connection, and
-// stops reading the body: net/http would otherwise wait for the rest of a
-// body, up to 256 KiB, to keep the connection, so that a client sending
-// part of a declared body would hold a goroutine and a descriptor for as
-// long as it likes. Call it before writing the answer.
-func dropBody(w http.ResponseWriter) {
-	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // unsupported only by test recorders
 }
 
 // crossOrigin refuses state-changing requests that a browser sends from
@@ -266,7 +256,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 // the client having stopped sending it (or sent it too slowly); the
 // connection is closed.
 func bodyError(w http.ResponseWriter, err error) (status int, code, reason string) {
-	dropBody(w)
+	transport.DropBody(w)
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds SVC_MAX_BODY_BYTES"
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -148,4 +149,15 @@ func (c *Certificate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, er
 // ServerConfig is the TLS configuration of a listener serving c.
 func ServerConfig(c *Certificate) *tls.Config {
 	return &tls.Config{MinVersion: MinVersion, GetCertificate: c.GetCertificate}
+}
+
+// DropBody makes the answer to a request whose body the server will not
+// read to its end close the connection: net/http would otherwise wait for
+// the rest of the body, up to 256 KiB and without a deadline, to keep the
+// connection, so that a client sending part of a declared body would hold
+// a goroutine and a descriptor for as long as it likes. Call it before
+// writing the answer.
+func DropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // unsupported only by test recorders
 }
