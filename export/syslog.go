@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -326,9 +327,10 @@ func (s *syslogSink) disconnect() {
 func (s *syslogSink) abandon() {
 	if tc, ok := s.conn.(*tls.Conn); ok {
 		_ = tc.NetConn().Close()
-		s.conn = nil
+	} else if s.conn != nil {
+		_ = s.conn.Close()
 	}
-	s.close()
+	s.conn = nil
 }
 
 func (s *syslogSink) scheduleReconnect() {
@@ -336,9 +338,24 @@ func (s *syslogSink) scheduleReconnect() {
 	s.nextDial = time.Now().Add(s.backoff)
 }
 
+// closeDrain bounds the wait for the collector to close its side once the
+// sink has closed its own (close).
+const closeDrain = time.Second
+
+// close ends the connection at shutdown gracefully: its write side first
+// (TLS close_notify, TCP FIN), then what the collector still sends — a TLS
+// 1.3 session ticket the sink never reads — is read until the collector
+// closes, at most closeDrain. Closed with unread data, a socket sends a
+// reset instead, on which the collector may discard messages it had
+// received but not yet read: the last ones before a shutdown.
 func (s *syslogSink) close() {
-	if s.conn != nil {
-		_ = s.conn.Close()
-		s.conn = nil
+	if s.conn == nil {
+		return
 	}
+	if cw, ok := s.conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		_ = s.conn.SetReadDeadline(time.Now().Add(closeDrain))
+		_, _ = io.Copy(io.Discard, s.conn)
+	}
+	_ = s.conn.Close()
+	s.conn = nil
 }
