@@ -21,12 +21,18 @@ from pathlib import Path
 import httpx
 
 from .connector import CONNECTOR_TOKEN, start_connector
-from .engine import build_svc, start_engine
+from .engine import build_svc, pack_with, start_engine
 from .proxy import VirtualKey, action_guardrail, generic_guardrail, start_proxy
 from .upstream import FakeModel, Scenario, ToolCall
 
 KEY = VirtualKey("sk-bench-prod-agent", key_alias="agent-prod")
 MODES = {"none": "bench-plain", "path1": "bench-p1", "path2": "bench-p2"}
+# Every request of the run acts as one agent (gateway:<org>/<model>) for one principal, so the bundled pack's
+# agent and principal object budgets (1,000 and 2,000 an hour) would hold the run's later calls for approval
+# and measure refusals: the engine decides with a copy of the pack whose object budgets no run reaches. The
+# evaluation is the same; only the limits differ.
+UNREACHED = 10**9
+BUDGETS = {scope: {"objects": UNREACHED} for scope in ("thresholds", "agent_thresholds", "principal_thresholds")}
 CALLS = {
     1: Scenario((ToolCall("crm_get_customer", {"customer_id": "cus_1"}),)),
     2: Scenario((ToolCall("crm_get_customer", {"customer_id": "cus_1"}),
@@ -98,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.workdir or Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     svc_bin = build_svc(root)
     model = FakeModel().start()
-    engine = start_engine(root / "engine", svc_bin)
+    engine = start_engine(root / "engine", svc_bin, policy_dir=pack_with(root, BUDGETS))
     connector = start_connector(root / "connector", svc_bin, engine.url, hold_wait=0)
     guardrails = [generic_guardrail("svc-p1", connector.url), action_guardrail("svc-p2", {"svc_hold_wait": 0})]
     models = {MODES["none"]: [], MODES["path1"]: ["svc-p1"], MODES["path2"]: ["svc-p2"]}
