@@ -10,6 +10,7 @@ from sending the request to reading the whole answer.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -102,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="keep logs here (default: a temp dir)")
     args = parser.parse_args(argv)
     root = args.workdir or Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    for stale in ("engine", "connector", "proxy", "pack"):  # what a run before this one in --workdir left
+        shutil.rmtree(root / stale, ignore_errors=True)
     svc_bin = build_svc(root)
     model = FakeModel().start()
-    engine = start_engine(root / "engine", svc_bin, policy_dir=pack_with(root, BUDGETS))
+    engine = start_engine(root / "engine", svc_bin, policy_dir=pack_with(root / "pack", BUDGETS))
     connector = start_connector(root / "connector", svc_bin, engine.url, hold_wait=0)
     guardrails = [generic_guardrail("svc-p1", connector.url), action_guardrail("svc-p2", {"svc_hold_wait": 0})]
     models = {MODES["none"]: [], MODES["path1"]: ["svc-p1"], MODES["path2"]: ["svc-p2"]}
