@@ -181,7 +181,7 @@ func (g *Governor) decideOne(ctx context.Context, req Request, t *tenancy.Tenant
 	c.out.classifiedBy = cl.By
 	d, err := g.decider.Decide(ctx, c.env)
 	if err != nil {
-		g.decideFault(c, err)
+		g.decideFault(ctx, c, err)
 		return
 	}
 	c.out = g.fromDecision(c.tc, d)
@@ -302,12 +302,12 @@ func (g *Governor) waitFor(req Request) time.Duration {
 // is approved; a hold that is not refuses the call: still pending, naming
 // it; rejected or expired, denied.
 func (g *Governor) readHold(ctx context.Context, c *call, wait time.Duration) bool {
+	prev := c.out
 	h, err := g.decider.AwaitHold(ctx, c.hold, wait)
 	if err != nil {
-		g.engineFault(c, err)
+		g.holdFault(ctx, c, prev, err)
 		return false
 	}
-	prev := c.out
 	c.hd = holdDecision(h)
 	switch h.Status {
 	case HoldApproved:
@@ -329,7 +329,7 @@ func (g *Governor) redeem(ctx context.Context, c *call) {
 	c.env.Approval = envelope.Approval{Present: true, HoldID: c.hold}
 	d, err := g.decider.Decide(ctx, c.env)
 	if err != nil {
-		g.engineFault(c, err)
+		g.holdFault(ctx, c, prev, err)
 		return
 	}
 	c.out = g.fromDecision(c.tc, d)
@@ -348,11 +348,15 @@ func (g *Governor) keepApproval(c *call) {
 	g.settleHold(c, prev)
 }
 
-// settleHold completes the outcome of a held call: its hold, the hold's
-// resolution and, when no re-submission was decided, the record of the
-// decision that raised the hold (prev).
+// settleHold completes the outcome of a held call: its hold (which its
+// refusal, if any, names), the hold's resolution and, when no
+// re-submission was decided, the record of the decision that raised the
+// hold (prev).
 func (g *Governor) settleHold(c *call, prev Outcome) {
 	c.out.HoldID, c.out.holdDecision, c.out.classifiedBy = &c.hold, c.hd, prev.classifiedBy
+	if c.out.Refusal != nil {
+		c.out.Refusal.HoldID = c.hold
+	}
 	if c.out.DecisionID == nil {
 		c.out.DecisionID, c.out.verdict, c.out.envelopeHash, c.out.obligations = prev.DecisionID, prev.verdict, prev.envelopeHash, prev.obligations
 	}
@@ -408,10 +412,10 @@ func (g *Governor) fromDecision(tc ToolCall, d Decision) Outcome {
 // engine would refuse (an argument holding a number a double cannot hold,
 // a string too long) is denied naming the field; any other fault fails
 // closed.
-func (g *Governor) decideFault(c *call, err error) {
+func (g *Governor) decideFault(ctx context.Context, c *call, err error) {
 	var inv *envelope.InvalidEnvelope
 	if !errors.As(err, &inv) {
-		g.engineFault(c, err)
+		g.engineFault(ctx, c, err)
 		return
 	}
 	by := c.out.classifiedBy
@@ -420,11 +424,28 @@ func (g *Governor) decideFault(c *call, err error) {
 	c.out.classifiedBy = by
 }
 
-// engineFault refuses a call the engine could not decide.
-func (g *Governor) engineFault(c *call, err error) {
+// holdFault refuses a held call whose hold could not be read or whose
+// re-submission got no answer, keeping the record of the decision that
+// raised the hold (prev): its decision id, verdict and envelope hash, and
+// the hold.
+func (g *Governor) holdFault(ctx context.Context, c *call, prev Outcome, err error) {
+	g.engineFault(ctx, c, err)
+	g.settleHold(c, prev)
+}
+
+// engineFault refuses a call the engine could not decide. When the
+// gateway's request ended first (its client gone, its own timeout), that
+// is the cause the call is refused under, and no fault of the engine's.
+func (g *Governor) engineFault(ctx context.Context, c *call, err error) {
+	by := c.out.classifiedBy
+	if errors.Is(ctx.Err(), context.Canceled) {
+		g.log.Warn().Err(err).Str("tool", c.tc.Name).Msg("the gateway's request ended before the engine answered; tool call refused (fail closed)")
+		c.out = g.failClosed(c.tc, "the gateway's request ended before the engine answered")
+		c.out.classifiedBy = by
+		return
+	}
 	g.log.Error().Err(err).Str("tool", c.tc.Name).Msg("engine fault; tool call refused (fail closed)")
 	g.counters.add(&g.counters.InternalErrors, 1)
-	by := c.out.classifiedBy
 	c.out = g.failClosed(c.tc, "the engine could not decide: "+err.Error())
 	var ue *UnreachableError
 	if errors.As(err, &ue) {
@@ -462,8 +483,9 @@ func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *te
 		}
 	}
 	if withheldWhole(req, calls) {
-		for i := range rows {
-			rows[i].EnforcementStage = StageRefused // the gateway was told BLOCKED for every call
+		for i, c := range calls { // the gateway was told BLOCKED for every call: none was released
+			rows[i].EnforcementStage, rows[i].ReleasedAfterApproval = StageRefused, false
+			c.out.ReleasedAfterApproval = false
 		}
 	}
 	if len(rows) > 0 {
