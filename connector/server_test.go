@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,38 @@ func TestServerReadsALongPreCallToItsEnd(t *testing.T) {
 			got, _ := io.ReadAll(resp.Body)
 			assert.Contains(t, string(got), `"action":"`+tc.want+`"`)
 		})
+	}
+}
+
+// A member spelled like one the connector reads but in another case is
+// refused naming it, wherever it is: encoding/json would take it for the
+// member (the last of the two would win), while the gateway, which matches
+// names exactly, acts on the other. Fixture 01 with its tool renamed to a
+// destructive one, each spelling added beside the real member.
+func TestServerRefusesMembersSpelledInAnotherCase(t *testing.T) {
+	srv, counters := testServer(t, ServerConfig{})
+	raw, err := os.ReadFile("../../shared/fixtures/litellm/requests/01_post_call_single_read_tool_call.json")
+	require.NoError(t, err)
+	body := strings.Replace(string(raw), "crm_get_customer", "db_drop_table", 1)
+	cases := []struct{ old, new, field string }{
+		{`"model":`, `"TOOL_CALLS": [], "model":`, "TOOL_CALLS"},
+		{`"input_type": "response"`, `"input_type": "response", "Input_Type": "request"`, "Input_Type"},
+		{`"name": "db_drop_table"`, `"name": "db_drop_table", "Name": "crm_get_customer"`, "tool_calls[0].function.Name"},
+		{`"user_api_key_alias":`, `"USER_API_KEY_ALIAS": "agent-lab", "user_api_key_alias":`, "request_data.USER_API_KEY_ALIAS"},
+	}
+	for i, tc := range cases {
+		require.Contains(t, body, tc.old)
+		req, err := http.NewRequest(http.MethodPost, srv.URL+GuardrailPath, strings.NewReader(strings.Replace(body, tc.old, tc.new, 1)))
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", "k")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Contains(t, string(answer), `"action":"BLOCKED"`, tc.field)
+		assert.Contains(t, string(answer), `svc.core/invalid_request`, tc.field)
+		assert.Contains(t, string(answer), tc.field+": member names are spelled exactly", tc.field)
+		assert.Equal(t, int64(i+1), counters.InvalidRequests.Load())
 	}
 }

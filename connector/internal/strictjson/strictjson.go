@@ -2,7 +2,9 @@
 // gateway's request bodies, the batch route's body, the tenancy and tool
 // maps, the engine's answers — refusing what JSON readers disagree on: a
 // member named twice in one object (one reader keeps the first, another the
-// last) and data after the document.
+// last), a member spelled in another case than the struct field
+// encoding/json would fill with it (the gateway's reader matches names
+// exactly), and data after the document.
 package strictjson
 
 import (
@@ -10,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,7 +51,7 @@ func Decode(raw []byte, v any, known bool) error {
 		}
 		return withPath(raw, err)
 	}
-	return scan(raw, nil) // well-formed: decode read one value and nothing after it
+	return scan(raw, shapeOf(reflect.TypeOf(v)), nil) // well-formed: decode read one value and nothing after it
 }
 
 // decode decodes raw into v, refusing data after the one value.
@@ -110,7 +113,7 @@ func withPath(raw []byte, err error) error {
 		return err
 	}
 	found := ""
-	_ = scan(raw, func(_ int, path func() string) {
+	_ = scan(raw, nil, func(_ int, path func() string) {
 		if member := path(); found == "" && (member == e.Field || strings.HasSuffix(member, "."+e.Field)) {
 			found = member
 		}
@@ -127,7 +130,7 @@ func CheckDuplicates(raw []byte) error {
 	if !json.Valid(raw) {
 		return &Error{Reason: "not well-formed JSON (exactly one JSON value)"}
 	}
-	return scan(raw, nil)
+	return scan(raw, nil, nil)
 }
 
 // frame is an object or array being scanned.
@@ -138,6 +141,7 @@ type frame struct {
 	index     int      // of an array, the element being read
 	keys      []string // the member names read, while few
 	set       map[string]bool
+	shape     *shape // what the object or array is decoded into (nil: free)
 }
 
 // fewKeys is how many member names an object keeps in a list, searched
@@ -222,18 +226,24 @@ func pathAt(raw []byte, offset int) string {
 }
 
 // scan walks the well-formed JSON document raw byte by byte, refusing a
-// member named twice in one object. visit, when not nil, is called for
-// each member with the depth of its object (1 at the top) and a function
-// that gives its path.
-func scan(raw []byte, visit func(depth int, path func() string)) error {
+// member named twice in one object, and, where root (the shape of the
+// value raw is decoded into; nil: none) has a struct, a member that
+// encoding/json would take for one of its fields though it is spelled
+// otherwise ("Name" for "name"): a reader that matches names exactly, as
+// the gateway's does, would see another document. visit, when not nil, is
+// called for each member with the depth of its object (1 at the top) and a
+// function that gives its path.
+func scan(raw []byte, root *shape, visit func(depth int, path func() string)) error {
 	stack := make([]frame, 0, 8)
 	path := func() string { return pathOf(stack) }
+	next := root // the shape of the next value to open
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; c {
 		case '{':
-			stack = append(stack, frame{object: true, expectKey: true})
+			stack = append(stack, frame{object: true, expectKey: true, shape: next})
 		case '[':
-			stack = append(stack, frame{})
+			stack = append(stack, frame{shape: next})
+			next = next.element()
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 		case ',':
@@ -241,6 +251,7 @@ func scan(raw []byte, visit func(depth int, path func() string)) error {
 				top.expectKey = true
 			} else {
 				top.index++
+				next = top.shape.element()
 			}
 		case '"':
 			end := stringEnd(raw, i)
@@ -250,6 +261,10 @@ func scan(raw []byte, visit func(depth int, path func() string)) error {
 				top.member, top.expectKey = name, false
 				if top.seen(name) {
 					return &Error{Field: pathOf(stack), Reason: "duplicate key (keys must be unique)"}
+				}
+				var field string
+				if next, field = top.shape.member(name); field != "" {
+					return &Error{Field: pathOf(stack), Reason: "member names are spelled exactly: " + field}
 				}
 				if visit != nil {
 					visit(n, path)
@@ -308,7 +323,7 @@ func CheckSpelling(raw []byte, names ...string) error {
 		return &Error{Reason: "must be a JSON object"}
 	}
 	var bad *Error
-	_ = scan(raw, func(depth int, path func() string) {
+	_ = scan(raw, nil, func(depth int, path func() string) {
 		if depth != 1 || bad != nil {
 			return
 		}
@@ -335,7 +350,7 @@ func DecodeSpelled(raw []byte, v any, names ...string) error {
 		return &Error{Reason: "must be a JSON object"}
 	}
 	var bad *Error
-	err := scan(raw, func(depth int, path func() string) {
+	err := scan(raw, shapeOf(reflect.TypeOf(v)), func(depth int, path func() string) {
 		if depth == 1 && bad == nil {
 			if m := path(); misspelt(m, names) != "" {
 				bad = &Error{Field: m, Reason: "member names are spelled exactly: " + misspelt(m, names)}
