@@ -106,6 +106,14 @@ func Classify(tm *ToolMap, name, arguments string) Classification {
 	c.Env = argEnvironment(params)
 	c.Count = argCount(params)
 	c.Ref = argRef(params)
+	if envelope.HasInvisible(name) {
+		// Cleaning would join the words the invisible character parts
+		// ("drop\ttable" read as "droptable", no longer a table's drop);
+		// a tool name never holds one (OpenAI's are [a-zA-Z0-9_-]).
+		c.Verb, c.Axes, c.By = "execute", cautious, "cautious:invisible_characters"
+		c.Axes.BlastRadius = maxBlast(cautious.BlastRadius, blastOf(c.Count))
+		return c
+	}
 	if e, pattern := tm.Lookup(c.Tool); e != nil {
 		c.By = "tool_map:" + pattern
 		e.apply(&c, params)

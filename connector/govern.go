@@ -170,7 +170,7 @@ func (g *Governor) decideAll(ctx context.Context, req Request, t *tenancy.Tenant
 func (g *Governor) decideOne(ctx context.Context, req Request, t *tenancy.Tenant, session string, c *call) {
 	defer func() {
 		if r := recover(); r != nil {
-			g.log.Error().Str("panic", fmt.Sprint(r)).Str("tool", c.tc.Name).Str("stack", string(debug.Stack())).
+			g.log.Error().Str("panic", fmt.Sprint(r)).Str("tool", Bounded(c.tc.Name)).Str("stack", string(debug.Stack())).
 				Msg("connector fault on a tool call; refused (fail closed)")
 			g.counters.add(&g.counters.InternalErrors, 1)
 			c.out = g.failClosed(c.tc, "connector fault")
@@ -197,10 +197,10 @@ func (g *Governor) envelope(req Request, t *tenancy.Tenant, session string, tc T
 	if model == "" {
 		model = "unknown"
 	}
-	ctx := map[string]any{"model": req.Model, "tool": tc.Name, "tool_call_id": tc.ID, "classified_by": cl.By,
-		"transport": req.Transport}
+	ctx := map[string]any{"model": Bounded(req.Model), "tool": Bounded(tc.Name), "tool_call_id": Bounded(tc.ID),
+		"classified_by": cl.By, "transport": req.Transport}
 	if req.Session.CallID != "" {
-		ctx["gateway_call_id"] = req.Session.CallID
+		ctx["gateway_call_id"] = Bounded(req.Session.CallID)
 	}
 	return &envelope.Envelope{
 		Agent:     envelope.Agent{ID: "gateway:" + t.Org + "/" + model, OnBehalfOf: t.Principal, SessionID: session},
@@ -377,7 +377,7 @@ func (g *Governor) fromDecision(tc ToolCall, d Decision) Outcome {
 	unknown := engine.UnknownObligations(d.Obligations)
 	switch {
 	case d.Decision != "deny" && len(unknown) > 0:
-		g.log.Error().Strs("obligations", unknown).Str("rule", d.Rule).Str("tool", tc.Name).
+		g.log.Error().Strs("obligations", unknown).Str("rule", d.Rule).Str("tool", Bounded(tc.Name)).
 			Msg("engine decision carries obligations the connector does not understand; tool call refused (fail closed)")
 		o = g.failClosed(tc, fmt.Sprintf("the engine's %s under %s carries obligations the connector does not understand: %s",
 			d.Decision, d.Rule, strings.Join(unknown, ", ")))
@@ -439,12 +439,12 @@ func (g *Governor) holdFault(ctx context.Context, c *call, prev Outcome, err err
 func (g *Governor) engineFault(ctx context.Context, c *call, err error) {
 	by := c.out.classifiedBy
 	if errors.Is(ctx.Err(), context.Canceled) {
-		g.log.Warn().Err(err).Str("tool", c.tc.Name).Msg("the gateway's request ended before the engine answered; tool call refused (fail closed)")
+		g.log.Warn().Err(err).Str("tool", Bounded(c.tc.Name)).Msg("the gateway's request ended before the engine answered; tool call refused (fail closed)")
 		c.out = g.failClosed(c.tc, "the gateway's request ended before the engine answered")
 		c.out.classifiedBy = by
 		return
 	}
-	g.log.Error().Err(err).Str("tool", c.tc.Name).Msg("engine fault; tool call refused (fail closed)")
+	g.log.Error().Err(err).Str("tool", Bounded(c.tc.Name)).Msg("engine fault; tool call refused (fail closed)")
 	g.counters.add(&g.counters.InternalErrors, 1)
 	c.out = g.failClosed(c.tc, "the engine could not decide: "+err.Error())
 	var ue *UnreachableError
@@ -477,7 +477,7 @@ func (g *Governor) finish(ctx context.Context, req Request, calls []*call, t *te
 	for i, c := range calls {
 		var err error
 		if rows[i], err = g.row(req, c, t, session); err != nil {
-			g.log.Error().Err(err).Str("tool", c.tc.Name).Msg("params of a log_params obligation unrecordable; tool call refused (fail closed)")
+			g.log.Error().Err(err).Str("tool", Bounded(c.tc.Name)).Msg("params of a log_params obligation unrecordable; tool call refused (fail closed)")
 			c.out = g.failClosed(c.tc, "the params a log_params obligation asks for could not be recorded")
 			rows[i], _ = g.row(req, c, t, session) // no obligation left: cannot fail
 		}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -121,4 +123,41 @@ func TestGovernWithheldAnswerReleasesNothing(t *testing.T) {
 		assert.False(t, r.ReleasedAfterApproval, "row %d", i)
 		assert.False(t, res.Outcomes[i].ReleasedAfterApproval, "outcome %d", i)
 	}
+}
+
+// A tool name, call id and model name longer than MaxRecorded are kept in
+// the ledger row and the envelope's context as their first bytes and the
+// digest of the whole: a model's answer cannot grow the ledger or the log
+// by a megabyte a call.
+func TestGovernBoundsWhatItRecords(t *testing.T) {
+	long := strings.Repeat("é", 1<<19) // 1 MiB, two bytes a character
+	d := &captureDecider{}
+	led := &memLedger{}
+	g := testGovernor(t, d, led, ModeEnforce)
+	req := opsRequest(ToolCall{ID: "call_" + long, Name: "get_" + long, Arguments: `{}`})
+	req.Model, req.Session.CallID = "m-"+long, "c-"+long
+	g.Govern(context.Background(), req)
+	require.Len(t, led.rows, 1)
+	r := led.rows[0]
+	for _, v := range []string{r.Tool, r.ToolCallID, r.Model, r.GatewayCallID, d.env.Context["tool"].(string),
+		d.env.Context["tool_call_id"].(string), d.env.Context["model"].(string), d.env.Context["gateway_call_id"].(string)} {
+		assert.LessOrEqual(t, len(v), MaxRecorded, v[:20])
+		assert.True(t, utf8.ValidString(v))
+		assert.Contains(t, v, "…sha256:")
+	}
+	assert.True(t, strings.HasPrefix(r.Tool, "get_éé"))
+	assert.NotEqual(t, Bounded("get_"+long), Bounded("get_"+long+"x"), "two long values stay apart")
+	assert.Equal(t, "crm_get_customer", Bounded("crm_get_customer"))
+}
+
+// captureDecider allows every call and keeps the last envelope it was sent.
+type captureDecider struct{ env *envelope.Envelope }
+
+func (c *captureDecider) Decide(_ context.Context, env *envelope.Envelope) (Decision, error) {
+	c.env = env
+	return Decision{Decision: "allow", Rule: "svc.policy/default_allow", DecisionID: "d1"}, nil
+}
+
+func (c *captureDecider) AwaitHold(context.Context, string, time.Duration) (Hold, error) {
+	return Hold{}, errors.New("no hold")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/svc-dev/svc/connector/tenancy"
 	"github.com/svc-dev/svc/engine"
@@ -60,13 +61,13 @@ func (g *Governor) row(req Request, c *call, t *tenancy.Tenant, session string) 
 		stage = StageRefused
 	}
 	r := Row{Time: g.now().UTC(), DecisionID: o.DecisionID, Outcome: o.Outcome, Rule: o.Rule, Reason: o.Reason,
-		Tool: c.tc.Name, ToolCallID: c.tc.ID, EnforcementStage: stage, ReleasedAfterApproval: o.ReleasedAfterApproval,
+		Tool: Bounded(c.tc.Name), ToolCallID: Bounded(c.tc.ID), EnforcementStage: stage, ReleasedAfterApproval: o.ReleasedAfterApproval,
 		HoldID: o.HoldID, HoldDecision: o.holdDecision, Transport: req.Transport, APIBaseHost: req.Deployment.APIBaseHost,
 		DeploymentID: req.Deployment.DeploymentID, Provider: req.Deployment.Provider, Mode: g.mode, Enforced: o.Enforced,
-		Model: req.Model, ClassifiedBy: o.classifiedBy, GatewayCallID: req.Session.CallID,
+		Model: Bounded(req.Model), ClassifiedBy: o.classifiedBy, GatewayCallID: Bounded(req.Session.CallID),
 		Verdict: optional(o.verdict), EnvelopeHash: optional(o.envelopeHash)}
 	if !tenancy.SecretShaped(req.Caller.KeyAlias) { // a credential put in the alias by a custom auth is not kept
-		r.KeyAlias = optional(req.Caller.KeyAlias)
+		r.KeyAlias = optional(Bounded(req.Caller.KeyAlias))
 	}
 	if t != nil {
 		r.Org, r.Session = &t.Org, &session
@@ -91,4 +92,23 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// MaxRecorded bounds, in bytes, a value from the gateway that a ledger row
+// or a log line keeps as sent: a tool name, a call id, a model name, a key
+// alias. The model chooses some of them, at any length.
+const MaxRecorded = 256
+
+// Bounded is s, or when it is longer than MaxRecorded its first bytes (at
+// most a hundred and twenty-eight, whole characters) followed by "…" and
+// the SHA-256 of the whole of it, so that two long values stay apart.
+func Bounded(s string) string {
+	if len(s) <= MaxRecorded {
+		return s
+	}
+	cut := 128
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…sha256:" + digest(s)
 }

@@ -106,6 +106,15 @@ func Clean(s string) string {
 	return cleanUnicode(s)
 }
 
+// HasInvisible reports whether s holds a character Clean removes from
+// within text: a control or format character or another invisible one. In
+// a name made of words ("drop\ttable", "drop\u200btable") removing it
+// joins two words into one, so a reader of words should not trust the
+// cleaned name.
+func HasInvisible(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return dropInvisible(r) < 0 })
+}
+
 // maxCleanRounds bounds the NFKC-and-filter rounds of cleanUnicode. A
 // removal can leave two characters side by side that NFKC then composes;
 // composition never yields a removed character, so the second round is the
