@@ -430,6 +430,10 @@ func (g *Governor) decideFault(ctx context.Context, c *call, err error) {
 // the hold.
 func (g *Governor) holdFault(ctx context.Context, c *call, prev Outcome, err error) {
 	g.engineFault(ctx, c, err)
+	if errors.Is(ctx.Err(), context.Canceled) { // the engine answered: the request ended during the hold
+		reason := fmt.Sprintf("the gateway's request ended during the wait on hold %s or its re-submission; refused (fail closed)", c.hold)
+		c.out.Reason, c.out.Refusal.Reason = reason, reason
+	}
 	g.settleHold(c, prev)
 }
 
@@ -439,12 +443,13 @@ func (g *Governor) holdFault(ctx context.Context, c *call, prev Outcome, err err
 func (g *Governor) engineFault(ctx context.Context, c *call, err error) {
 	by := c.out.classifiedBy
 	if errors.Is(ctx.Err(), context.Canceled) {
-		g.log.Warn().Err(err).Str("tool", Bounded(c.tc.Name)).Msg("the gateway's request ended before the engine answered; tool call refused (fail closed)")
+		g.log.Warn().Err(err).Str("tool", Bounded(c.tc.Name)).Str("hold_id", c.hold).
+			Msg("the gateway's request ended before the engine answered; tool call refused (fail closed)")
 		c.out = g.failClosed(c.tc, "the gateway's request ended before the engine answered")
 		c.out.classifiedBy = by
 		return
 	}
-	g.log.Error().Err(err).Str("tool", Bounded(c.tc.Name)).Msg("engine fault; tool call refused (fail closed)")
+	g.log.Error().Err(err).Str("tool", Bounded(c.tc.Name)).Str("hold_id", c.hold).Msg("engine fault; tool call refused (fail closed)")
 	g.counters.add(&g.counters.InternalErrors, 1)
 	c.out = g.failClosed(c.tc, "the engine could not decide: "+err.Error())
 	var ue *UnreachableError

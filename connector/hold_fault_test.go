@@ -69,7 +69,7 @@ func TestGovernHoldFaultKeepsTheHold(t *testing.T) {
 	}{
 		{"hold read fails", &faultyHolds{await: unreachable}, false, "the engine could not decide", 1, false},
 		{"re-submission fails", &faultyHolds{redeem: unreachable}, false, "the engine could not decide", 1, true},
-		{"client leaves during the wait", &faultyHolds{block: true}, true, "the gateway's request ended", 0, false},
+		{"client leaves during the wait", &faultyHolds{block: true}, true, "the gateway's request ended during the wait on hold h-gateway/crm_get_customer", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			led := &memLedger{}
