@@ -54,6 +54,14 @@ var verbAxes = map[string]struct{ rev, ext, minBlast string }{
 // irreversible, broad, outbound — held in production by the bundled pack.
 var cautious = envelope.Axes{Reversibility: "irreversible", BlastRadius: "broad", Externality: "outbound"}
 
+// cautiously is c read the cautious way, for why: execute, the cautious axes,
+// systemic rather than broad when its count says so.
+func (c Classification) cautiously(why string) Classification {
+	c.Verb, c.Axes, c.By = "execute", cautious, "cautious:"+why
+	c.Axes.BlastRadius = maxBlast(cautious.BlastRadius, blastOf(c.Count))
+	return c
+}
+
 // Argument names the built-in reading looks at (canonical form).
 var (
 	countArgs   = []string{"count", "limit", "rows", "row_count", "expected_row_count", "num_rows", "quantity", "n", "max_rows", "total"}
@@ -98,9 +106,8 @@ func Classify(tm *ToolMap, name, arguments string) Classification {
 	c := Classification{Tool: CanonicalTool(name)}
 	params, ok := parseArguments(arguments)
 	if !ok {
-		c.Params = rawArguments(arguments)
-		c.Verb, c.Axes, c.Count, c.By = "execute", cautious, 1, "cautious:unparsable_arguments"
-		return c
+		c.Params, c.Count = rawArguments(arguments), 1
+		return c.cautiously("unparsable_arguments")
 	}
 	c.Params = params
 	c.Env = argEnvironment(params)
@@ -110,9 +117,7 @@ func Classify(tm *ToolMap, name, arguments string) Classification {
 		// Cleaning would join the words the invisible character parts
 		// ("drop\ttable" read as "droptable", no longer a table's drop);
 		// a tool name never holds one (OpenAI's are [a-zA-Z0-9_-]).
-		c.Verb, c.Axes, c.By = "execute", cautious, "cautious:invisible_characters"
-		c.Axes.BlastRadius = maxBlast(cautious.BlastRadius, blastOf(c.Count))
-		return c
+		return c.cautiously("invisible_characters")
 	}
 	if e, pattern := tm.Lookup(c.Tool); e != nil {
 		c.By = "tool_map:" + pattern
@@ -121,9 +126,7 @@ func Classify(tm *ToolMap, name, arguments string) Classification {
 	}
 	verb, known := readVerb(c.Tool)
 	if !known {
-		c.Verb, c.Axes, c.By = "execute", cautious, "cautious:unknown_tool"
-		c.Axes.BlastRadius = maxBlast(cautious.BlastRadius, blastOf(c.Count))
-		return c
+		return c.cautiously("unknown_tool")
 	}
 	words := strings.Split(c.Tool, "_")
 	if hasWord(words, moneyWords) && slices.Index(envelope.Verbs, verb) < slices.Index(envelope.Verbs, "transact") {

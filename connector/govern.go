@@ -430,22 +430,24 @@ func (g *Governor) decideFault(ctx context.Context, c *call, err error) {
 // the hold.
 func (g *Governor) holdFault(ctx context.Context, c *call, prev Outcome, err error) {
 	g.engineFault(ctx, c, err)
-	if errors.Is(ctx.Err(), context.Canceled) { // the engine answered: the request ended during the hold
-		reason := fmt.Sprintf("the gateway's request ended during the wait on hold %s or its re-submission; refused (fail closed)", c.hold)
-		c.out.Reason, c.out.Refusal.Reason = reason, reason
-	}
 	g.settleHold(c, prev)
 }
 
 // engineFault refuses a call the engine could not decide. When the
 // gateway's request ended first (its client gone, its own timeout), that
-// is the cause the call is refused under, and no fault of the engine's.
+// is the cause the call is refused under, and no fault of the engine's:
+// before the engine answered, or, for a held call, during the wait on its
+// hold or its re-submission.
 func (g *Governor) engineFault(ctx context.Context, c *call, err error) {
 	by := c.out.classifiedBy
 	if errors.Is(ctx.Err(), context.Canceled) {
 		g.log.Warn().Err(err).Str("tool", Bounded(c.tc.Name)).Str("hold_id", c.hold).
 			Msg("the gateway's request ended before the engine answered; tool call refused (fail closed)")
-		c.out = g.failClosed(c.tc, "the gateway's request ended before the engine answered")
+		reason := "the gateway's request ended before the engine answered"
+		if c.hold != "" {
+			reason = "the gateway's request ended during the wait on hold " + c.hold + " or its re-submission"
+		}
+		c.out = g.failClosed(c.tc, reason)
 		c.out.classifiedBy = by
 		return
 	}

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/svc-dev/svc/connector/tenancy"
 	"github.com/svc-dev/svc/engine"
@@ -99,16 +99,12 @@ func optional(s string) *string {
 // alias. The model chooses some of them, at any length.
 const MaxRecorded = 256
 
-// Bounded is s, or when it is longer than MaxRecorded its first bytes (at
-// most a hundred and twenty-eight, whole characters) followed by "…" and
+// Bounded is s, or when it is longer than MaxRecorded its first 128 bytes
+// (a character they cut dropped, as rawArguments does) followed by "…" and
 // the SHA-256 of the whole of it, so that two long values stay apart.
 func Bounded(s string) string {
 	if len(s) <= MaxRecorded {
 		return s
 	}
-	cut := 128
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…sha256:" + digest(s)
+	return strings.ToValidUTF8(s[:128], "") + "…sha256:" + digest(s)
 }
