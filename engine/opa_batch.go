@@ -17,8 +17,9 @@ import (
 // with it by accident.
 //
 // The bundled pack checks its data (budget limits, sensitive-action tables)
-// for every decision; those checks depend on data alone, yet OPA would run
-// them anew for each input of the batch. So the module evaluates the pack's
+// for every decision unless the server was given those checks precomputed
+// (opa_precomputed.go); they depend on data alone, yet OPA would run them
+// anew for each input of the batch. So the module evaluates the pack's
 // data_valid once for the batch and, when it is true, adds data_checked:
 // true to each input, which spares each decision its own check
 // (rego/policy/policy.rego). A pack without data_valid, or with invalid

@@ -47,7 +47,7 @@ var errOPADown = errors.New("opa server is not running; decisions are denied unt
 type OPAServerConfig struct {
 	Bin       string        // opa binary: a path, or a name looked up on PATH
 	PolicyDir string        // policy and data files the server loads
-	Watch     bool          // reload PolicyDir when its files change (opa run --watch)
+	Watch     bool          // reload PolicyDir when its files change (opa run --watch); without, PolicyDir must not change (precompute)
 	Timeout   time.Duration // bound of one decision query
 	Logger    zerolog.Logger
 
@@ -64,7 +64,7 @@ type OPAServerConfig struct {
 // way. It is never an allow without an evaluation.
 type OPAServer struct {
 	cfg   OPAServerConfig
-	dir   string // private directory holding the socket and opaBatchModule
+	dir   string // private directory: the socket, opaBatchModule, the precomputed values
 	sock  string
 	rest  *RESTEvaluator
 	batch *batcher
@@ -122,8 +122,9 @@ func StartOPAServer(cfg OPAServerConfig) (*OPAServer, error) {
 	return s, nil
 }
 
-// writeBatchModule writes opaBatchModule to dir/batch, the one file of its
-// own the server loads besides the policy pack.
+// writeBatchModule writes opaBatchModule to dir/batch, the directory of
+// svc's own files that the server loads besides the policy pack (with the
+// precomputed values, precompute).
 func writeBatchModule(dir string) error {
 	path := filepath.Join(dir, "batch", "batch.rego")
 	if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil {
@@ -254,6 +255,7 @@ func (s *OPAServer) Close() error {
 // supervise runs the server until ctx ends, restarting it with backoff.
 func (s *OPAServer) supervise(ctx context.Context) {
 	defer close(s.done)
+	s.precompute(ctx)
 	backoff := opaRestartMin
 	for {
 		started := time.Now()

@@ -117,24 +117,39 @@ func TestOPAServerCheck(t *testing.T) {
 }
 
 // TestOPAServerNeverReady: an opa that never answers fails Check at the
-// caller's deadline, and Close kills its whole process group.
+// caller's deadline, and Close kills its whole process group: the server's,
+// or that of the opa eval computing a pack's precomputed values first.
 func TestOPAServerNeverReady(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "child.pid")
-	t.Setenv("FAKEOPA_PIDFILE", pidFile)
-	s, err := StartOPAServer(OPAServerConfig{Bin: fakeOPA(t, "sleep.sh"), PolicyDir: t.TempDir(),
-		Timeout: time.Second, Logger: zerolog.Nop()})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	defer cancel()
-	err = s.Check(ctx)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Contains(t, err.Error(), "did not become ready")
-	_, err = s.Evaluate(t.Context(), opaInput(nil))
-	require.ErrorIs(t, err, errOPADown)
-	leader := int(s.pid.Load())
-	require.NoError(t, s.Close())
-	assert.True(t, processGone(leader))
-	assertChildKilled(t, pidFile)
+	for _, tc := range []struct {
+		name  string
+		watch bool // a watched pack is not precomputed
+	}{
+		{"server", true},
+		{"precompute", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "child.pid")
+			t.Setenv("FAKEOPA_PIDFILE", pidFile)
+			s, err := StartOPAServer(OPAServerConfig{Bin: fakeOPA(t, "sleep.sh"), PolicyDir: t.TempDir(),
+				Watch: tc.watch, Timeout: time.Second, Logger: zerolog.Nop()})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			err = s.Check(ctx)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Contains(t, err.Error(), "did not become ready")
+			_, err = s.Evaluate(t.Context(), opaInput(nil))
+			require.ErrorIs(t, err, errOPADown)
+			leader := int(s.pid.Load())
+			require.NoError(t, s.Close())
+			if tc.watch {
+				assert.True(t, processGone(leader))
+			} else {
+				assert.Zero(t, leader, "the server must not start before its values are computed")
+			}
+			assertChildKilled(t, pidFile)
+		})
+	}
 }
 
 func TestOPAServerPolicyFaults(t *testing.T) {

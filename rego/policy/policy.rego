@@ -17,8 +17,11 @@
 #   - the validity guards read each input field once into a local variable,
 #     and check whole documents with one regular expression over their JSON
 #     text rather than a builtin call per value (each costs about as much);
-#   - the data checks run once per batch query of svc's supervised OPA
-#     (data_valid, input.data_checked), not once per decision;
+#   - what depends on the data alone (precomputed: the data checks, the
+#     sensitive tables as text) is computed once per server, not once per
+#     decision, where svc's supervised OPA runs this pack unchanged for its
+#     whole life; elsewhere the data checks run once per batch query
+#     (data_valid, input.data_checked);
 #   - a read, never sensitive, skips the sensitive-action tables entirely.
 # Keep to these when adding a rule (docs/policy.md).
 package svc.policy
@@ -397,29 +400,54 @@ count_ok(x) if {
 	x == round(x)
 }
 
+# precomputed is every value of the pack that depends on its data alone:
+# OPA would compute each anew for every query. When svc's supervised OPA
+# server runs a pack that cannot change while it runs (the bundled pack,
+# which it does not watch), svc evaluates precomputed once, with opa eval,
+# before it starts the server, which then loads the result beside the pack
+# as data.svc_internal.precomputed (engine/opa_precomputed.go). Each value
+# below is read from there when it is present and of its type, else
+# computed: with a pack of your own (SVC_POLICY_DIR, reloaded when it
+# changes), eval mode, an external OPA or opa test there is no such data.
+precomputed := {
+	"data_valid": data_valid,
+	"sensitive_json": sensitive_json,
+	"all_fragments": all_fragments,
+}
+
 # data_valid tells whether the pack's data passes its checks: the budget
 # limits (valid_thresholds) and the sensitive-action tables
 # (valid_sensitive). They depend on data alone, yet OPA evaluates them anew
-# for every query; svc's batch query (engine/opa_batch.go) evaluates
-# data_valid once for a whole batch of decisions and, when it is true,
-# tells each decision of the batch so with input.data_checked, sparing each
-# its own check. svc sends no such member itself: a query without it (eval
-# mode, an external OPA, replay, a single decision) checks the data.
+# for every query without precomputed; svc's batch query
+# (engine/opa_batch.go) evaluates data_valid once for a whole batch of
+# decisions and, when it is true, tells each decision of the batch so with
+# input.data_checked, sparing each its own check. svc sends no such member
+# itself: a query without it (eval mode, an external OPA, replay, a single
+# decision) checks the data, unless precomputed found it valid.
 data_valid if {
+	precomputed_valid
+} else if {
 	valid_thresholds
 	valid_sensitive
 } else := false
 
-# thresholds_ok and sensitive_ok hold when the batch query found the data
-# valid, else when their own check passes.
+# precomputed_valid holds when the precomputed data checks passed.
+precomputed_valid if data.svc_internal.precomputed.data_valid == true
+
+# thresholds_ok and sensitive_ok hold when the batch query or precomputed
+# found the data valid, else when their own check passes.
 thresholds_ok if {
 	input.data_checked == true
+} else if {
+	precomputed_valid
 } else if {
 	valid_thresholds
 }
 
 sensitive_ok if {
 	input.data_checked == true
+} else if {
+	precomputed_valid
 } else if {
 	valid_sensitive
 }
@@ -529,7 +557,10 @@ sensitive_candidate if regex.match(concat("", [`"verbs":\[[^\]]*"`, input.envelo
 # all_fragments is the fragments of every table as one alternation (""
 # when there are none, which matches everything: the tables then decide).
 # tables_grammar guarantees them lower-case letters and digits.
-all_fragments := replace(concat(`","`, [l[1] | some l in regex.find_all_string_submatch_n(`"fragments":\["([^\]]+)"\]`, sensitive_json, -1)]), `","`, "|")
+all_fragments := f if {
+	f := data.svc_internal.precomputed.all_fragments
+	is_string(f)
+} else := replace(concat(`","`, [l[1] | some l in regex.find_all_string_submatch_n(`"fragments":\["([^\]]+)"\]`, sensitive_json, -1)]), `","`, "|")
 
 sensitive_match(t) if {
 	words := object.get(t, "words", [])
@@ -596,7 +627,10 @@ termless_table := `\{"description":"(?:[^"\\]|\\.)*"(?:,"fragments":\[\])?(?:,"o
 
 # sensitive_json is data.svc.sensitive as JSON text: members sorted, no
 # spaces.
-sensitive_json := json.marshal(data.svc.sensitive)
+sensitive_json := t if {
+	t := data.svc_internal.precomputed.sensitive_json
+	is_string(t)
+} else := json.marshal(data.svc.sensitive)
 
 # tables_grammar is the grammar of that text (a literal, so that no query
 # builds it; grammar_test.rego composes it from its parts and checks the

@@ -457,6 +457,49 @@ test_data_checked_spares_the_data_checks if {
 	decide({"data_checked": false}) == d with data.svc.thresholds as misspelt
 }
 
+# --- the values svc's supervised OPA server computes once (precomputed) ---
+
+test_precomputed_is_what_the_pack_computes if {
+	policy.precomputed == {
+		"data_valid": true,
+		"sensitive_json": json.marshal(data.svc.sensitive),
+		"all_fragments": policy.all_fragments,
+	}
+	contains(policy.all_fragments, "|admin|")
+	policy.precomputed.data_valid == false with data.svc.thresholds as {"deletes": 20, "objects": 200}
+}
+
+test_precomputed_values_are_read_when_present if {
+	misspelt := {"deletes": 20, "external_sends": 50, "objects": 200, "object": 10}
+	valid := {"data_valid": true}
+
+	# Found valid once: a decision does not check again.
+	c := decide({}) with data.svc.thresholds as misspelt with data.svc_internal.precomputed as valid
+	c.rule == "svc.policy/default_allow"
+	policy.data_valid == true with data.svc.thresholds as misspelt with data.svc_internal.precomputed as valid
+
+	# Not found valid, or not a boolean: each decision checks for itself.
+	every p in [{"data_valid": false}, {"data_valid": "true"}, {}] {
+		d := decide({}) with data.svc.thresholds as misspelt with data.svc_internal.precomputed as p
+		d.rule == "svc.policy/invalid_thresholds"
+	}
+
+	# The sensitive tables as text, and their fragments, come from there
+	# too: text that lists no table makes no action a candidate (which is
+	# why svc computes it only for a pack that cannot change).
+	grant := {"action_words": ["grant", "admin", "role"]}
+	decide(grant).rule == "svc.policy/sensitive_privilege"
+	none := {"data_valid": true, "sensitive_json": "{}", "all_fragments": "^$"}
+	n := decide(grant) with data.svc_internal.precomputed as none
+	n.rule == "svc.policy/default_allow"
+}
+
+test_precomputed_values_of_another_type_are_computed if {
+	p := {"sensitive_json": 1, "all_fragments": ["admin"]}
+	policy.sensitive_json == json.marshal(data.svc.sensitive) with data.svc_internal.precomputed as p
+	contains(policy.all_fragments, "|admin|") with data.svc_internal.precomputed as p
+}
+
 # valid_input tests the enumerated fields against literal sets (cheaper in
 # OPA than looking them up in canonical): every canonical value of each
 # field must pass it, so that the two lists cannot drift apart.
