@@ -82,12 +82,15 @@ func evalDocument(ctx context.Context, bin, dir, query string) (json.RawMessage,
 	return value, nil
 }
 
-// writePrecomputed writes value to path, creating its directories.
+// writePrecomputed writes value to path, creating its directories. A write
+// that fails leaves no file: a partial one would keep the server from
+// loading at all.
 func writePrecomputed(path string, value json.RawMessage) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write precomputed policy values: %w", err)
 	}
 	if err := os.WriteFile(path, value, 0o600); err != nil {
+		_ = os.Remove(path)
 		return fmt.Errorf("write precomputed policy values: %w", err)
 	}
 	return nil
