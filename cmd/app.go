@@ -203,7 +203,7 @@ func subjectLocker(db *ledger.DB) engine.SubjectLocker {
 
 // packStatuser is an evaluator that can tell that the pack it decides with
 // is stale: opa run --server kept the last pack that loaded after an edit
-// failed to load (engine.OPAServer.PackStatus).
+// failed to load (opa.OPAServer.PackStatus).
 type packStatuser interface {
 	PackStatus() (stale bool, err error)
 }

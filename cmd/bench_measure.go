@@ -14,6 +14,7 @@ import (
 
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -134,7 +135,7 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 	}
 	// As a user runs it: svc's own environment, without the GOGC svc gives
 	// the opa it starts.
-	eval := engine.NewEvalEvaluator(p.opaBin, dir, time.Minute).WithEnviron(os.Environ())
+	eval := opa.NewEvalEvaluator(p.opaBin, dir, time.Minute).WithEnviron(os.Environ())
 	fmt.Fprintf(w, "\nbaseline: bare `opa eval` of the policy (%s), %d runs per concurrency (at least 2 per client)\n",
 		p.opaBin, p.opaRuns)
 	for _, n := range p.concurrency {
@@ -152,7 +153,7 @@ func benchOPA(ctx context.Context, p benchParams, w io.Writer) error {
 // engine's rows (on a starved machine an opa's output can stay open past
 // the evaluator's WaitDelay, held by a process forked at the same time);
 // the baseline fails only when no run succeeds.
-func opaEvals(ctx context.Context, eval *engine.EvalEvaluator, input []byte, n, runs int) (benchResult, error) {
+func opaEvals(ctx context.Context, eval *opa.EvalEvaluator, input []byte, n, runs int) (benchResult, error) {
 	var next atomic.Int64
 	out := runWorkers(n, func(int) benchResult {
 		r := benchResult{verdicts: map[string]int{}}

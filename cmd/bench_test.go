@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
+	"github.com/svc-dev/svc/engine/opa"
 )
 
 // TestBenchAnswer judges answers an engine, or a broken one, could send:
@@ -169,13 +169,13 @@ if [ $((n % 3)) -eq 0 ]; then echo "starved" >&2; exit 1; fi
 echo '{"result":[{"expressions":[{"value":{"decision":"allow","rule":"svc.policy/default_allow","reason":"ok"}}]}]}'
 `
 	require.NoError(t, os.WriteFile(fake, []byte(script), 0o700))
-	eval := engine.NewEvalEvaluator(fake, dir, 10*time.Second)
+	eval := opa.NewEvalEvaluator(fake, dir, 10*time.Second)
 	r, err := opaEvals(t.Context(), eval, []byte(`{}`), 1, 9)
 	require.NoError(t, err)
 	assert.Equal(t, 3, r.errors)
 	assert.Len(t, r.latencies, 6)
 
-	_, err = opaEvals(t.Context(), engine.NewEvalEvaluator(filepath.Join(dir, "missing"), dir, 10*time.Second), []byte(`{}`), 2, 4)
+	_, err = opaEvals(t.Context(), opa.NewEvalEvaluator(filepath.Join(dir, "missing"), dir, 10*time.Second), []byte(`{}`), 2, 4)
 	assert.ErrorContains(t, err, "no run succeeded (4 errors")
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
@@ -228,7 +229,7 @@ func parseConfig(v *viper.Viper, flags map[string]string) (Config, *parser, erro
 		PolicyDir:      p.str("policy_dir"),
 		OPATimeout:     p.seconds("opa_timeout", 10*time.Millisecond, maxOPATimeout),
 		OPAMode:        p.enum("opa_mode"),
-		OPAEvalSpares:  int(p.integer("opa_eval_spares", 0, engine.MaxEvalSpares)),
+		OPAEvalSpares:  int(p.integer("opa_eval_spares", 0, opa.MaxEvalSpares)),
 		OPAURL:         p.str("opa_url"),
 		OPAToken:       p.str("opa_token"),
 		Window:         time.Duration(p.integer("window_seconds", 1, 366*24*3600)) * time.Second,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/opa"
 )
 
 // checkedEvaluator is an evaluator that can check that it decides now, at
@@ -29,7 +30,7 @@ func (a *app) newEvaluator(ctx context.Context, policyDir string) (checkedEvalua
 	case a.cfg.OPAMode == "server":
 		return a.managedEvaluator(ctx, policyDir)
 	}
-	eval := engine.NewEvalEvaluator(a.cfg.OPABin, policyDir, a.cfg.OPATimeout).WithSpares(a.cfg.OPAEvalSpares)
+	eval := opa.NewEvalEvaluator(a.cfg.OPABin, policyDir, a.cfg.OPATimeout).WithSpares(a.cfg.OPAEvalSpares)
 	a.closers = append(a.closers, eval.Close)
 	if err := eval.Check(ctx); err != nil {
 		return nil, fmt.Errorf("policy engine check failed (SVC_OPA_BIN=%s, policy %s): %w", a.cfg.OPABin, policyDir, err)
@@ -42,7 +43,7 @@ func (a *app) newEvaluator(ctx context.Context, policyDir string) (checkedEvalua
 // externalEvaluator queries the OPA server at SVC_OPA_URL.
 func (a *app) externalEvaluator(ctx context.Context) (checkedEvaluator, error) {
 	where := redactURL(a.cfg.OPAURL)
-	eval, err := engine.NewRESTEvaluator(a.cfg.OPAURL, a.cfg.OPATimeout)
+	eval, err := opa.NewRESTEvaluator(a.cfg.OPAURL, a.cfg.OPATimeout)
 	if err != nil {
 		return nil, fmt.Errorf("SVC_OPA_URL=%s: %w", where, err)
 	}
@@ -59,7 +60,7 @@ func (a *app) externalEvaluator(ctx context.Context) (checkedEvaluator, error) {
 // managedEvaluator starts and supervises `opa run --server` on policyDir,
 // watching it for changes when it is the operator's SVC_POLICY_DIR.
 func (a *app) managedEvaluator(ctx context.Context, policyDir string) (checkedEvaluator, error) {
-	srv, err := engine.StartOPAServer(engine.OPAServerConfig{
+	srv, err := opa.StartOPAServer(opa.OPAServerConfig{
 		Bin: a.cfg.OPABin, PolicyDir: policyDir, Watch: a.cfg.PolicyDir != "",
 		Timeout: a.cfg.OPATimeout, Logger: a.log,
 	})

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/rego"
 	"github.com/svc-dev/svc/replay"
 )
@@ -73,7 +73,7 @@ func runReplay(c *cobra.Command, audit, policyDir, opaBin, output string) error 
 		return err
 	}
 	defer func() { _ = cleanup() }()
-	srv, err := engine.StartOPAServer(engine.OPAServerConfig{Bin: opaBinary(opaBin), PolicyDir: dir,
+	srv, err := opa.StartOPAServer(opa.OPAServerConfig{Bin: opaBinary(opaBin), PolicyDir: dir,
 		Timeout: time.Minute, Logger: zerolog.Nop()})
 	if err != nil {
 		return err

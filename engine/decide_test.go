@@ -16,6 +16,7 @@ import (
 
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/ledger"
 	"github.com/svc-dev/svc/rego"
@@ -37,7 +38,7 @@ func newPipeline(t *testing.T, opaBin string, obs engine.Observer) *pipeline {
 	pack, cleanup, err := rego.Materialize()
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cleanup()) })
-	return newPipelineWith(t, engine.NewEvalEvaluator(opaBin, pack, 10*time.Second), obs)
+	return newPipelineWith(t, opa.NewEvalEvaluator(opaBin, pack, 10*time.Second), obs)
 }
 
 // newPipelineWith builds the engine over real SQLite and audit log with the
@@ -151,7 +152,7 @@ func approvalPack(t *testing.T, rule string) engine.Evaluator {
 decision := {"decision": "require_approval", "rule": "` + rule + `", "reason": "systemic change"}
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(pack), 0o600))
-	return engine.NewEvalEvaluator(realOPA(t), dir, 10*time.Second)
+	return opa.NewEvalEvaluator(realOPA(t), dir, 10*time.Second)
 }
 
 // A policy that answers require_approval under the terminal rule (a custom
@@ -263,7 +264,7 @@ func (o *observed) Evaluated(latency time.Duration, err error) {
 }
 
 func TestObserverSeesDecisionsAndEvaluations(t *testing.T) {
-	failing, err := filepath.Abs(filepath.Join("testdata", "fakeopa", "fail.sh"))
+	failing, err := filepath.Abs(filepath.Join("opa", "testdata", "fakeopa", "fail.sh"))
 	require.NoError(t, err)
 	_, err = os.Stat(failing)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -228,7 +229,7 @@ func TestRecurringFaultIsLoggedOnce(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, cleanup()) })
 	var log strings.Builder
 	e, err := engine.New(engine.Config{Version: "test", Window: time.Hour, HoldTTL: time.Hour},
-		engine.Deps{Evaluator: engine.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
+		engine.Deps{Evaluator: opa.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
 			Budgets: p.budgets, Holds: p.holds, Recorder: p.audit, Logger: zerolog.New(&log)})
 	require.NoError(t, err)
 	p.engine = e

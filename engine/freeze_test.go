@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/ledger"
 	"github.com/svc-dev/svc/rego"
 )
@@ -38,7 +39,7 @@ func TestFreezeWaitsForDecisionsInFlight(t *testing.T) {
 	pack, cleanup, err := rego.Materialize()
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cleanup()) })
-	gate := &gatedEvaluator{Evaluator: engine.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
+	gate := &gatedEvaluator{Evaluator: opa.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
 		entered: make(chan struct{}, 2), release: make(chan struct{})}
 	p := newPipelineWith(t, gate, nil)
 	store, err := ledger.NewFreeze(ctx, p.db)
@@ -111,7 +112,7 @@ func TestFreezeDoesNotWaitForASessionsQueue(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cleanup()) })
 	const delay, queued = time.Second, 5 // the queue behind: 4 s
-	slow := &slowEvaluator{Evaluator: engine.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
+	slow := &slowEvaluator{Evaluator: opa.NewEvalEvaluator(realOPA(t), pack, 10*time.Second),
 		delay: delay, entered: make(chan struct{}, queued)}
 	p := newPipelineWith(t, slow, nil)
 	store, err := ledger.NewFreeze(ctx, p.db)

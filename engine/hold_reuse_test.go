@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -24,7 +25,7 @@ func newServerPipeline(t *testing.T) *pipeline {
 	pack, cleanup, err := rego.Materialize()
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cleanup()) })
-	s, err := engine.StartOPAServer(engine.OPAServerConfig{Bin: realOPA(t), PolicyDir: pack,
+	s, err := opa.StartOPAServer(opa.OPAServerConfig{Bin: realOPA(t), PolicyDir: pack,
 		Timeout: 10 * time.Second, Logger: zerolog.Nop()})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -26,9 +27,9 @@ func TestDecisionPathLeavesNothingBehind(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cleanup()) })
 	evaluators := map[string]func(t *testing.T) engine.Evaluator{
-		"eval": func(*testing.T) engine.Evaluator { return engine.NewEvalEvaluator(realOPA(t), pack, 10*time.Second) },
+		"eval": func(*testing.T) engine.Evaluator { return opa.NewEvalEvaluator(realOPA(t), pack, 10*time.Second) },
 		"server": func(t *testing.T) engine.Evaluator {
-			s, err := engine.StartOPAServer(engine.OPAServerConfig{Bin: realOPA(t), PolicyDir: pack,
+			s, err := opa.StartOPAServer(opa.OPAServerConfig{Bin: realOPA(t), PolicyDir: pack,
 				Timeout: 10 * time.Second, Logger: zerolog.Nop()})
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, s.Close()) })

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/opa"
 )
 
 // verdictPack writes a policy pack whose decision is the Rego object
@@ -37,7 +38,7 @@ type checkedEvaluator interface {
 // have read "deciſion":"allow" (sorted after "decision" by OPA) as an
 // allow. A verdict with unrelated extra members keeps its decision.
 func TestVerdictMemberNamesAreExact(t *testing.T) {
-	opa := realOPA(t)
+	bin := realOPA(t)
 	packs := []struct {
 		name     string
 		verdict  string
@@ -63,10 +64,10 @@ func TestVerdictMemberNamesAreExact(t *testing.T) {
 		start func(t *testing.T, dir string) checkedEvaluator
 	}{
 		{"eval", func(_ *testing.T, dir string) checkedEvaluator {
-			return engine.NewEvalEvaluator(opa, dir, 10*time.Second)
+			return opa.NewEvalEvaluator(bin, dir, 10*time.Second)
 		}},
 		{"server", func(t *testing.T, dir string) checkedEvaluator {
-			s, err := engine.StartOPAServer(engine.OPAServerConfig{Bin: opa, PolicyDir: dir, Timeout: 10 * time.Second, Logger: zerolog.Nop()})
+			s, err := opa.StartOPAServer(opa.OPAServerConfig{Bin: bin, PolicyDir: dir, Timeout: 10 * time.Second, Logger: zerolog.Nop()})
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, s.Close()) })
 			return s

@@ -405,7 +405,7 @@ count_ok(x) if {
 # server runs a pack that cannot change while it runs (the bundled pack,
 # which it does not watch), svc evaluates precomputed once, with opa eval,
 # before it starts the server, which then loads the result beside the pack
-# as data.svc_internal.precomputed (engine/opa_precomputed.go). Each value
+# as data.svc_internal.precomputed (engine/opa/precomputed.go). Each value
 # below is read from there when it is present and of its type, else
 # computed: with a pack of your own (SVC_POLICY_DIR, reloaded when it
 # changes), eval mode, an external OPA or opa test there is no such data.
@@ -419,7 +419,7 @@ precomputed := {
 # limits (valid_thresholds) and the sensitive-action tables
 # (valid_sensitive). They depend on data alone, yet OPA evaluates them anew
 # for every query without precomputed; svc's batch query
-# (engine/opa_batch.go) evaluates data_valid once for a whole batch of
+# (engine/opa/batch.go) evaluates data_valid once for a whole batch of
 # decisions and, when it is true, tells each decision of the batch so with
 # input.data_checked, sparing each its own check. svc sends no such member
 # itself: a query without it (eval mode, an external OPA, replay, a single

@@ -436,7 +436,7 @@ well_formed(d) if {
 	d.shadow == null
 }
 
-# --- the batch query's data check (engine/opa_batch.go) ---
+# --- the batch query's data check (engine/opa/batch.go) ---
 
 test_data_valid_is_the_data_checks if {
 	policy.data_valid == true

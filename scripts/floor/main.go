@@ -37,6 +37,7 @@ import (
 
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
+	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/rego"
 )
 
@@ -72,7 +73,7 @@ func run() error {
 		return fmt.Errorf("materialize policy pack: %w", err)
 	}
 	defer func() { _ = cleanup() }()
-	ev, err := engine.StartOPAServer(engine.OPAServerConfig{
+	ev, err := opa.StartOPAServer(opa.OPAServerConfig{
 		Bin: *opaBin, PolicyDir: pack, Timeout: opaTimeout, Logger: zerolog.Nop(),
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 // startOPAServer supervises a real opa server on dir for one test.
@@ -71,7 +72,7 @@ func TestOPAServerRestartsAfterKill(t *testing.T) {
 	require.NoError(t, syscall.Kill(first, syscall.SIGKILL))
 	got, err := s.Evaluate(t.Context(), opaInput(nil))
 	require.Error(t, err, "a killed server never yields a verdict")
-	assert.Equal(t, Verdict{}, got)
+	assert.Equal(t, engine.Verdict{}, got)
 	require.Eventually(t, func() bool { return !s.up.Load() }, 5*time.Second, time.Millisecond)
 	_, err = s.Evaluate(t.Context(), opaInput(nil))
 	require.ErrorIs(t, err, errOPADown, "while down, decisions fail at once")
@@ -171,7 +172,7 @@ func TestOPAServerPolicyFaults(t *testing.T) {
 			got, err := s.Evaluate(t.Context(), json.RawMessage(`{"zero": 0}`))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
-			assert.Equal(t, Verdict{}, got)
+			assert.Equal(t, engine.Verdict{}, got)
 		})
 	}
 }
@@ -255,7 +256,7 @@ func TestOPAServerConcurrentDecisions(t *testing.T) {
 		wg.Go(func() {
 			v, err := s.Evaluate(t.Context(), opaInput(withPrior(int64(i%25), 0, 0, false,
 				withAction("delete", "dev", "reversible", "single", "internal", 1))))
-			if err == nil && v.Decision == Allow && i%25 >= 20 {
+			if err == nil && v.Decision == engine.Allow && i%25 >= 20 {
 				err = assert.AnError
 			}
 			errs <- err

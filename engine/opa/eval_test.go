@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/rego"
 )
@@ -50,7 +51,7 @@ func fakeOPA(t *testing.T, name string) string {
 
 // opaInput is a policy input that matches no restricting rule: an update in
 // production of one object, reversible, single, internal.
-func opaInput(edit func(in *PolicyInput)) json.RawMessage {
+func opaInput(edit func(in *engine.PolicyInput)) json.RawMessage {
 	in := probeInput()
 	in.Envelope.Action.Verb = "update"
 	in.Envelope.Target.Environment = "production"
@@ -64,8 +65,8 @@ func opaInput(edit func(in *PolicyInput)) json.RawMessage {
 	return b
 }
 
-func withAction(verb, env, rev, radius, ext string, count int64) func(*PolicyInput) {
-	return func(in *PolicyInput) {
+func withAction(verb, env, rev, radius, ext string, count int64) func(*engine.PolicyInput) {
+	return func(in *engine.PolicyInput) {
 		in.Envelope.Action.Verb = verb
 		in.Envelope.Target.Environment = env
 		in.Envelope.Axes = envelope.Axes{Reversibility: rev, BlastRadius: radius, Externality: ext}
@@ -73,10 +74,10 @@ func withAction(verb, env, rev, radius, ext string, count int64) func(*PolicyInp
 	}
 }
 
-func withPrior(deletes, sends, objects int64, frozen bool, act func(*PolicyInput)) func(*PolicyInput) {
-	return func(in *PolicyInput) {
+func withPrior(deletes, sends, objects int64, frozen bool, act func(*engine.PolicyInput)) func(*engine.PolicyInput) {
+	return func(in *engine.PolicyInput) {
 		act(in)
-		in.Cumulative.Totals = Totals{Deletes: deletes, ExternalSends: sends, Objects: objects}
+		in.Cumulative.Totals = engine.Totals{Deletes: deletes, ExternalSends: sends, Objects: objects}
 		in.Frozen = frozen
 	}
 }
@@ -88,36 +89,36 @@ func TestEvalEvaluatorBundledPolicy(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, ev.Close()) })
 	tests := []struct {
 		name   string
-		input  func(*PolicyInput)
-		want   Verdict
+		input  func(*engine.PolicyInput)
+		want   engine.Verdict
 		reason string // checked when set
 	}{
-		{"default allow", nil, Verdict{Decision: Allow, Rule: "svc.policy/default_allow"}, ""},
+		{"default allow", nil, engine.Verdict{Decision: engine.Allow, Rule: "svc.policy/default_allow"}, ""},
 		{"read only internal", withAction("read", "production", "reversible", "single", "internal", 1),
-			Verdict{Decision: Allow, Rule: "svc.policy/read_only_internal"}, ""},
+			engine.Verdict{Decision: engine.Allow, Rule: "svc.policy/read_only_internal"}, ""},
 		{"frozen delete", withPrior(0, 0, 0, true, withAction("delete", "dev", "reversible", "single", "internal", 1)),
-			Verdict{Decision: Deny, Rule: RuleFrozen}, ""},
+			engine.Verdict{Decision: engine.Deny, Rule: RuleFrozen}, ""},
 		{"frozen read", withPrior(0, 0, 0, true, withAction("read", "dev", "reversible", "single", "internal", 1)),
-			Verdict{Decision: Allow, Rule: "svc.policy/read_only_internal"}, ""},
+			engine.Verdict{Decision: engine.Allow, Rule: "svc.policy/read_only_internal"}, ""},
 		{"irreversible systemic prod", withAction("delete", "production", "irreversible", "systemic", "internal", 1),
-			Verdict{Decision: Deny, Rule: "svc.policy/irreversible_systemic_prod"}, ""},
+			engine.Verdict{Decision: engine.Deny, Rule: "svc.policy/irreversible_systemic_prod"}, ""},
 		{"irreversible broad prod", withAction("delete", "production", "irreversible", "broad", "internal", 1),
-			Verdict{Decision: RequireApproval, Rule: "svc.policy/irreversible_broad_prod"}, ""},
+			engine.Verdict{Decision: engine.RequireApproval, Rule: "svc.policy/irreversible_broad_prod"}, ""},
 		{"irreversible broad staging", withAction("delete", "staging", "irreversible", "broad", "internal", 1),
-			Verdict{Decision: Allow, Rule: "svc.policy/default_allow"}, ""},
+			engine.Verdict{Decision: engine.Allow, Rule: "svc.policy/default_allow"}, ""},
 		{"delete budget at limit", withPrior(15, 0, 0, false, withAction("delete", "dev", "reversible", "single", "internal", 5)),
-			Verdict{Decision: Allow, Rule: "svc.policy/default_allow"}, ""},
+			engine.Verdict{Decision: engine.Allow, Rule: "svc.policy/default_allow"}, ""},
 		{"delete budget exceeded", withPrior(18, 0, 0, false, withAction("delete", "dev", "reversible", "single", "internal", 5)),
-			Verdict{Decision: RequireApproval, Rule: "svc.policy/session_delete_budget"},
+			engine.Verdict{Decision: engine.RequireApproval, Rule: "svc.policy/session_delete_budget"},
 			"session delete budget exceeded: 18 prior + 5 requested > limit 20"},
 		{"external sends exceeded", withPrior(0, 45, 0, false, withAction("emit", "dev", "reversible", "single", "outbound", 10)),
-			Verdict{Decision: RequireApproval, Rule: "svc.policy/cumulative_budget"},
+			engine.Verdict{Decision: engine.RequireApproval, Rule: "svc.policy/cumulative_budget"},
 			"session external send budget exceeded: 45 prior + 10 requested > limit 50"},
 		{"objects exceeded", withPrior(0, 0, 195, false, withAction("update", "dev", "reversible", "single", "internal", 10)),
-			Verdict{Decision: RequireApproval, Rule: "svc.policy/cumulative_budget"},
+			engine.Verdict{Decision: engine.RequireApproval, Rule: "svc.policy/cumulative_budget"},
 			"session object budget exceeded: 195 prior + 10 requested > limit 200"},
 		{"non-canonical verb", withAction("drop", "dev", "reversible", "single", "internal", 1),
-			Verdict{Decision: Deny, Rule: "svc.policy/invalid_input"}, ""},
+			engine.Verdict{Decision: engine.Deny, Rule: "svc.policy/invalid_input"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,7 +168,7 @@ func TestEvalEvaluatorFaults(t *testing.T) {
 		{"echoes large input", "echo-stdin.sh", "exit status 1", false, 1024},
 		{"missing binary", "no-such-opa", "run opa", false, 0},
 	}
-	big := opaInput(func(in *PolicyInput) {
+	big := opaInput(func(in *engine.PolicyInput) {
 		in.Envelope.Params = map[string]any{"blob": strings.Repeat("secret-", 2000)}
 	})
 	for _, spares := range []int{0, 1} {
@@ -191,7 +192,7 @@ func TestEvalEvaluatorFaults(t *testing.T) {
 
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.want)
-				assert.Equal(t, Verdict{}, got)
+				assert.Equal(t, engine.Verdict{}, got)
 				assert.Less(t, elapsed, timeout+3*time.Second, "not the fake's minute")
 				if tt.maxErrLen > 0 {
 					assert.LessOrEqual(t, len(err.Error()), tt.maxErrLen)
@@ -217,7 +218,7 @@ func TestEvalEvaluatorStraggler(t *testing.T) {
 	elapsed := time.Since(start)
 
 	require.ErrorIs(t, err, exec.ErrWaitDelay)
-	assert.Equal(t, Verdict{}, got)
+	assert.Equal(t, engine.Verdict{}, got)
 	assert.Less(t, elapsed, opaWaitDelay+3*time.Second, "not the minute of the timeout")
 	assertChildKilled(t, pidFile)
 }
@@ -249,7 +250,7 @@ func TestEvalEvaluatorCallerCancel(t *testing.T) {
 
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "canceled")
-	assert.Equal(t, Verdict{}, got)
+	assert.Equal(t, engine.Verdict{}, got)
 	assert.Less(t, elapsed, 200*time.Millisecond+3*time.Second, "not the minute of the timeout")
 	assertChildKilled(t, pidFile)
 }
@@ -281,7 +282,7 @@ func TestEvalEvaluatorPolicyFaults(t *testing.T) {
 			got, err := ev.Evaluate(t.Context(), json.RawMessage(`{"zero": 0}`))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
-			assert.Equal(t, Verdict{}, got)
+			assert.Equal(t, engine.Verdict{}, got)
 		})
 	}
 }
@@ -356,12 +357,12 @@ func TestParseOPAVerdict(t *testing.T) {
 			got, err := parseOPAVerdict([]byte(tt.out))
 			if tt.want == "" {
 				require.NoError(t, err)
-				assert.Equal(t, Verdict{Decision: Deny, Rule: "svc.policy/frozen", Reason: "frozen"}, got)
+				assert.Equal(t, engine.Verdict{Decision: engine.Deny, Rule: "svc.policy/frozen", Reason: "frozen"}, got)
 				return
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
-			assert.Equal(t, Verdict{}, got)
+			assert.Equal(t, engine.Verdict{}, got)
 		})
 	}
 }

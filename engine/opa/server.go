@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/svc-dev/svc/engine"
 )
 
 const (
@@ -89,7 +90,7 @@ type OPAServer struct {
 	closeErr  error
 }
 
-var _ Evaluator = (*OPAServer)(nil)
+var _ engine.Evaluator = (*OPAServer)(nil)
 
 // StartOPAServer starts supervising an opa server and returns at once; use
 // Check to wait until it serves. The server lives until Close, not until a
@@ -139,7 +140,7 @@ func writeBatchModule(dir string) error {
 // Evaluate asks the running server for data.svc.policy.decision on input,
 // in one batch query with the decisions of concurrent callers when the
 // server is busy (see batcher); it fails at once while the server is down.
-func (s *OPAServer) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+func (s *OPAServer) Evaluate(ctx context.Context, input json.RawMessage) (engine.Verdict, error) {
 	return s.batch.Evaluate(ctx, input)
 }
 

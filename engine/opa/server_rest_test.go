@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 // fakeOPAServer answers every request with handler: for faults a real OPA
@@ -86,12 +87,12 @@ func TestRESTEvaluatorFaults(t *testing.T) {
 			assert.Less(t, time.Since(start), 4*time.Second, "a stalled server: bounded by the 500ms timeout")
 			if tt.want == "" {
 				require.NoError(t, err)
-				assert.Equal(t, Verdict{Decision: Deny, Rule: RuleFrozen, Reason: "frozen"}, got)
+				assert.Equal(t, engine.Verdict{Decision: engine.Deny, Rule: RuleFrozen, Reason: "frozen"}, got)
 				return
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
-			assert.Equal(t, Verdict{}, got)
+			assert.Equal(t, engine.Verdict{}, got)
 		})
 	}
 }

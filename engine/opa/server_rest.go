@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
@@ -47,7 +48,7 @@ type RESTEvaluator struct {
 	bearer   string // the Authorization header's value, or empty (WithBearerToken)
 }
 
-var _ Evaluator = (*RESTEvaluator)(nil)
+var _ engine.Evaluator = (*RESTEvaluator)(nil)
 
 // NewRESTEvaluator returns an evaluator querying the OPA server at baseURL
 // (http or https, optionally with a path prefix), each query bounded by
@@ -116,14 +117,14 @@ func newRESTEvaluator(base *url.URL, transport http.RoundTripper, timeout time.D
 // a nil error only with a valid verdict; an unreachable or slow server, a
 // non-200 answer, an undefined decision or a malformed one is an error, which
 // the engine turns into deny.
-func (e *RESTEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+func (e *RESTEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (engine.Verdict, error) {
 	raw, err := e.query(ctx, e.endpoint, input)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
+		return engine.Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
 	}
 	v, err := parseRESTVerdict(raw)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
+		return engine.Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
 	}
 	return v, nil
 }
@@ -303,7 +304,7 @@ func (e *RESTEvaluator) Close() error {
 
 // probe evaluates the sample input, naming the likely cause of an undefined
 // decision.
-func probe(ctx context.Context, ev Evaluator) error {
+func probe(ctx context.Context, ev engine.Evaluator) error {
 	input, err := json.Marshal(probeInput())
 	if err != nil {
 		return fmt.Errorf("encode probe input: %w", err)
@@ -320,13 +321,13 @@ func probe(ctx context.Context, ev Evaluator) error {
 // parseRESTVerdict extracts the one valid verdict from a data API answer,
 // {"result": <decision>}; an answer without a result is undefined. Member
 // names are matched exactly (see ExactMembers).
-func parseRESTVerdict(raw []byte) (Verdict, error) {
+func parseRESTVerdict(raw []byte) (engine.Verdict, error) {
 	var result [1]json.RawMessage
 	if err := envelope.ExactMembers(raw, []string{"result"}, result[:]); err != nil {
-		return Verdict{}, fmt.Errorf("parse opa server answer %q: %w", opaSnippet(raw), err)
+		return engine.Verdict{}, fmt.Errorf("parse opa server answer %q: %w", opaSnippet(raw), err)
 	}
 	if result[0] == nil {
-		return Verdict{}, errPolicyUndefined
+		return engine.Verdict{}, errPolicyUndefined
 	}
 	return verdictOf(result[0])
 }

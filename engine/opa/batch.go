@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/svc-dev/svc/engine"
 )
 
 // opaBatchModule is the Rego module a supervised server loads beside the
@@ -18,7 +20,7 @@ import (
 //
 // The bundled pack checks its data (budget limits, sensitive-action tables)
 // for every decision unless the server was given those checks precomputed
-// (opa_precomputed.go); they depend on data alone, yet OPA would run them
+// (precomputed.go); they depend on data alone, yet OPA would run them
 // anew for each input of the batch. So the module evaluates the pack's
 // data_valid once for the batch and, when it is true, adds data_checked:
 // true to each input, which spares each decision its own check
@@ -45,7 +47,7 @@ const opaBatchMax = 32
 
 // batchResult is the verdict of one input of a batch, or why it has none.
 type batchResult struct {
-	verdict Verdict
+	verdict engine.Verdict
 	err     error
 }
 
@@ -108,7 +110,7 @@ func newBatcher(send batchSender, slots, max int, timeout time.Duration) *batche
 
 // Evaluate decides input, alone or in a batch with concurrent callers,
 // within the batcher's timeout, or by ctx's deadline when that is sooner.
-func (b *batcher) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+func (b *batcher) Evaluate(ctx context.Context, input json.RawMessage) (engine.Verdict, error) {
 	deadline := time.Now().Add(b.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -130,7 +132,7 @@ func (b *batcher) Evaluate(ctx context.Context, input json.RawMessage) (Verdict,
 
 // await waits for c's result until c's deadline, leading a batch when it is
 // handed the lead.
-func (b *batcher) await(ctx context.Context, c *batchCall) (Verdict, error) {
+func (b *batcher) await(ctx context.Context, c *batchCall) (engine.Verdict, error) {
 	timer := time.NewTimer(time.Until(c.deadline))
 	defer timer.Stop()
 	for {
@@ -153,12 +155,12 @@ func (b *batcher) await(ctx context.Context, c *batchCall) (Verdict, error) {
 // the batch in flight, whether it rides in it or leads it from a goroutine
 // (the result is dropped into the call's buffer), or by handing on the lead
 // it was just given.
-func (b *batcher) leave(c *batchCall) (Verdict, error) {
+func (b *batcher) leave(c *batchCall) (engine.Verdict, error) {
 	b.mu.Lock()
 	if i := slices.Index(b.queue, c); i >= 0 {
 		b.queue = slices.Delete(b.queue, i, i+1)
 		b.mu.Unlock()
-		return Verdict{}, b.timedOut()
+		return engine.Verdict{}, b.timedOut()
 	}
 	b.mu.Unlock()
 	// Out of the queue, the call was either given the lead (signalled under
@@ -171,7 +173,7 @@ func (b *batcher) leave(c *batchCall) (Verdict, error) {
 		b.release()
 	default:
 	}
-	return Verdict{}, b.timedOut()
+	return engine.Verdict{}, b.timedOut()
 }
 
 func (b *batcher) timedOut() error {

@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/rego"
 )
 
 // benchEvaluate times one decision per iteration and reports the median and
 // 99th percentile besides the mean, and the CPU this process (svc's side:
 // not the opa server, a separate process) used per decision.
-func benchEvaluate(b *testing.B, ev Evaluator) {
+func benchEvaluate(b *testing.B, ev engine.Evaluator) {
 	input := opaInput(withPrior(3, 0, 10, false, withAction("delete", "dev", "reversible", "single", "internal", 1)))
 	times := make([]time.Duration, 0, b.N)
 	cpu := processCPU(b)

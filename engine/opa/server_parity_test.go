@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"encoding/json"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/rego"
 )
@@ -72,8 +73,8 @@ func policyRules(t *testing.T) map[string]bool {
 
 // withMoney sets the envelope's money (none when amount is "": as parsed
 // from params) and the session's and agent's spending, after act.
-func withMoney(amount, currency string, session, agent Usage, act func(*PolicyInput)) func(*PolicyInput) {
-	return func(in *PolicyInput) {
+func withMoney(amount, currency string, session, agent engine.Usage, act func(*engine.PolicyInput)) func(*engine.PolicyInput) {
+	return func(in *engine.PolicyInput) {
 		act(in)
 		if amount != "" {
 			units, err := strconv.ParseInt(amount, 10, 64) // whole amounts only, here
@@ -88,16 +89,16 @@ func withMoney(amount, currency string, session, agent Usage, act func(*PolicyIn
 }
 
 // withWords sets the action's words, after act.
-func withWords(act func(*PolicyInput), words ...string) func(*PolicyInput) {
-	return func(in *PolicyInput) {
+func withWords(act func(*engine.PolicyInput), words ...string) func(*engine.PolicyInput) {
+	return func(in *engine.PolicyInput) {
 		act(in)
 		in.ActionWords = words
 	}
 }
 
 // withPrincipal sets the principal's spending, after act.
-func withPrincipal(principal Usage, act func(*PolicyInput)) func(*PolicyInput) {
-	return func(in *PolicyInput) {
+func withPrincipal(principal engine.Usage, act func(*engine.PolicyInput)) func(*engine.PolicyInput) {
+	return func(in *engine.PolicyInput) {
 		act(in)
 		in.Envelope.Agent.OnBehalfOf = "human:probe"
 		in.Cumulative.Principal = principal
@@ -115,7 +116,7 @@ func parityCases() []parityCase {
 	act := withAction
 	cases := []struct {
 		name string
-		edit func(*PolicyInput)
+		edit func(*engine.PolicyInput)
 		rule string
 	}{
 		{"default allow", nil, "svc.policy/default_allow"},
@@ -139,15 +140,15 @@ func parityCases() []parityCase {
 		{"objects at limit", withPrior(0, 0, 190, false, act("update", "dev", "reversible", "single", "internal", 10)), "svc.policy/default_allow"},
 		{"objects over limit", withPrior(0, 0, 191, false, act("update", "dev", "reversible", "single", "internal", 10)), "svc.policy/cumulative_budget"},
 		{"delete budget first", withPrior(0, 50, 200, false, act("delete", "dev", "reversible", "single", "outbound", 30)), "svc.policy/session_delete_budget"},
-		{"money over limit", withMoney("4000", "EUR", Usage{Money: Amounts{"EUR": 4000_0000}}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/session_money_budget"},
-		{"money without currency", withMoney("1", "", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/session_money_budget"},
-		{"money within limit", withMoney("4000", "EUR", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/default_allow"},
-		{"agent deletes over limit", withMoney("", "", Usage{}, Usage{Totals: Totals{Deletes: 20}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/agent_delete_budget"},
-		{"agent objects over limit", withMoney("", "", Usage{}, Usage{Totals: Totals{Objects: 1000}}, act("update", "dev", "reversible", "single", "internal", 1)), "svc.policy/agent_cumulative_budget"},
-		{"agent money over limit", withMoney("4000", "EUR", Usage{}, Usage{Money: Amounts{"EUR": 7000_0000}}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/agent_money_budget"},
-		{"principal deletes over limit", withPrincipal(Usage{Totals: Totals{Deletes: 40}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/principal_delete_budget"},
-		{"principal sends over limit", withPrincipal(Usage{Totals: Totals{ExternalSends: 200}}, act("emit", "dev", "reversible", "single", "outbound", 1)), "svc.policy/principal_cumulative_budget"},
-		{"principal money over limit", withPrincipal(Usage{Money: Amounts{"EUR": 1_9000_0000}}, withMoney("4000", "EUR", Usage{}, Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1))), "svc.policy/principal_money_budget"},
+		{"money over limit", withMoney("4000", "EUR", engine.Usage{Money: engine.Amounts{"EUR": 4000_0000}}, engine.Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/session_money_budget"},
+		{"money without currency", withMoney("1", "", engine.Usage{}, engine.Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/session_money_budget"},
+		{"money within limit", withMoney("4000", "EUR", engine.Usage{}, engine.Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/default_allow"},
+		{"agent deletes over limit", withMoney("", "", engine.Usage{}, engine.Usage{Totals: engine.Totals{Deletes: 20}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/agent_delete_budget"},
+		{"agent objects over limit", withMoney("", "", engine.Usage{}, engine.Usage{Totals: engine.Totals{Objects: 1000}}, act("update", "dev", "reversible", "single", "internal", 1)), "svc.policy/agent_cumulative_budget"},
+		{"agent money over limit", withMoney("4000", "EUR", engine.Usage{}, engine.Usage{Money: engine.Amounts{"EUR": 7000_0000}}, act("transact", "dev", "reversible", "single", "outbound", 1)), "svc.policy/agent_money_budget"},
+		{"principal deletes over limit", withPrincipal(engine.Usage{Totals: engine.Totals{Deletes: 40}}, act("delete", "dev", "reversible", "single", "internal", 1)), "svc.policy/principal_delete_budget"},
+		{"principal sends over limit", withPrincipal(engine.Usage{Totals: engine.Totals{ExternalSends: 200}}, act("emit", "dev", "reversible", "single", "outbound", 1)), "svc.policy/principal_cumulative_budget"},
+		{"principal money over limit", withPrincipal(engine.Usage{Money: engine.Amounts{"EUR": 1_9000_0000}}, withMoney("4000", "EUR", engine.Usage{}, engine.Usage{}, act("transact", "dev", "reversible", "single", "outbound", 1))), "svc.policy/principal_money_budget"},
 		{"privilege change", withWords(act("update", "production", "reversible", "single", "internal", 1), "grant", "admin"), "svc.policy/sensitive_privilege"},
 		{"security control change", withWords(act("update", "production", "reversible", "single", "internal", 1), "disable", "mfa"), "svc.policy/sensitive_security_control"},
 		{"credential change", withWords(act("update", "production", "reversible", "single", "internal", 1), "set", "webhook", "endpoint"), "svc.policy/sensitive_credential"},
@@ -194,7 +195,7 @@ func TestServerModesMatchEval(t *testing.T) {
 			t.Cleanup(func() { assert.NoError(t, rest.Close()) })
 			server := startOPAServer(t, opa, pack.dir)
 			waitUp(t, server)
-			evaluators := map[string]Evaluator{"server": server, "external": rest}
+			evaluators := map[string]engine.Evaluator{"server": server, "external": rest}
 			eval := NewEvalEvaluator(opa, pack.dir, 10*time.Second)
 			for _, c := range parityCases() {
 				t.Run(c.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 func TestVerdictObligationsAndShadow(t *testing.T) {
@@ -13,8 +14,8 @@ func TestVerdictObligationsAndShadow(t *testing.T) {
 		`"shadow":{"decision":"require_approval","rule":"svc.policy/b","reason":"s"}}`))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"notify", "max_rate"}, v.Obligations, "unknown obligations pass: adapters refuse them")
-	assert.Equal(t, &Verdict{Decision: RequireApproval, Rule: "svc.policy/b", Reason: "s"}, v.Shadow)
-	assert.Equal(t, []string{"max_rate"}, UnknownObligations(v.Obligations))
+	assert.Equal(t, &engine.Verdict{Decision: engine.RequireApproval, Rule: "svc.policy/b", Reason: "s"}, v.Shadow)
+	assert.Equal(t, []string{"max_rate"}, engine.UnknownObligations(v.Obligations))
 
 	v, err = verdictOf(json.RawMessage(`{"decision":"allow","rule":"svc.policy/a","reason":"r","obligations":null,"shadow":null}`))
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
@@ -43,7 +44,7 @@ type EvalEvaluator struct {
 	spares    *sparePool // nil: each decision starts its own process
 }
 
-var _ Evaluator = (*EvalEvaluator)(nil)
+var _ engine.Evaluator = (*EvalEvaluator)(nil)
 
 // MaxEvalSpares bounds WithSpares: each spare is an idle opa process.
 const MaxEvalSpares = 16
@@ -89,14 +90,14 @@ func (e *EvalEvaluator) Close() error {
 // Evaluate runs data.svc.policy.decision on input. It returns a nil error
 // only with a valid verdict; every fault of the run or of its output is an
 // error, which the engine turns into deny.
-func (e *EvalEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (Verdict, error) {
+func (e *EvalEvaluator) Evaluate(ctx context.Context, input json.RawMessage) (engine.Verdict, error) {
 	out, err := e.eval(ctx, input)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
+		return engine.Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
 	}
 	v, err := parseOPAVerdict(out)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
+		return engine.Verdict{}, fmt.Errorf("evaluate %s: %w", opaQuery, err)
 	}
 	return v, nil
 }
@@ -142,8 +143,8 @@ func (e *EvalEvaluator) Check(ctx context.Context) error {
 }
 
 // probeInput is an internal read in dev: every sound pack decides it.
-func probeInput() PolicyInput {
-	return PolicyInput{
+func probeInput() engine.PolicyInput {
+	return engine.PolicyInput{
 		Envelope: &envelope.Envelope{
 			Agent:     envelope.Agent{ID: "svc-probe", SessionID: "svc-probe"},
 			Action:    envelope.Action{Namespace: "svc", Verb: "read", RawVerb: "read", Ability: "svc/read"},
@@ -153,7 +154,7 @@ func probeInput() PolicyInput {
 			Mode:      envelope.ModeEnforce,
 		},
 		ActionWords: []string{"read", "svc"},
-		Cumulative:  Cumulative{WindowSeconds: 3600},
+		Cumulative:  engine.Cumulative{WindowSeconds: 3600},
 	}
 }
 
@@ -224,26 +225,26 @@ func (o *opaOutput) Write(p []byte) (int, error) {
 // `opa eval --format json`, {"result": [{"expressions": [{"value": ...}]}]}:
 // one result per solution, one value per query expression. An undefined
 // query prints {}. Member names are matched exactly (see ExactMembers).
-func parseOPAVerdict(out []byte) (Verdict, error) {
+func parseOPAVerdict(out []byte) (engine.Verdict, error) {
 	result, n, err := onlyElement(out, "result")
 	switch {
 	case err != nil:
-		return Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+		return engine.Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
 	case n == 0:
-		return Verdict{}, errors.New("policy decision is undefined")
+		return engine.Verdict{}, errors.New("policy decision is undefined")
 	case n > 1:
-		return Verdict{}, fmt.Errorf("policy returned %d results, want 1", n)
+		return engine.Verdict{}, fmt.Errorf("policy returned %d results, want 1", n)
 	}
 	expression, n, err := onlyElement(result, "expressions")
 	switch {
 	case err != nil:
-		return Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+		return engine.Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
 	case n != 1:
-		return Verdict{}, fmt.Errorf("policy returned %d expressions, want 1", n)
+		return engine.Verdict{}, fmt.Errorf("policy returned %d expressions, want 1", n)
 	}
 	var value [1]json.RawMessage
 	if err := envelope.ExactMembers(expression, []string{"value"}, value[:]); err != nil {
-		return Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+		return engine.Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
 	}
 	return verdictOf(value[0])
 }

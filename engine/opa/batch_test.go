@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 // TestServerBatchMatchesEval decides the whole parity table in one batch
@@ -130,7 +131,7 @@ func (s *recordingSender) send(_ context.Context, inputs []json.RawMessage) []ba
 			out[i].err = errors.New("failed")
 			continue
 		}
-		out[i].verdict = Verdict{Decision: Allow, Rule: "test/echo", Reason: string(in)}
+		out[i].verdict = engine.Verdict{Decision: engine.Allow, Rule: "test/echo", Reason: string(in)}
 	}
 	return out
 }
@@ -346,7 +347,7 @@ func TestBatcherDeadlineUnderLoad(t *testing.T) {
 		}
 		out := make([]batchResult, len(inputs))
 		for i, in := range inputs {
-			out[i].verdict = Verdict{Decision: Allow, Rule: "test/echo", Reason: string(in)}
+			out[i].verdict = engine.Verdict{Decision: engine.Allow, Rule: "test/echo", Reason: string(in)}
 		}
 		return out
 	}
@@ -379,7 +380,7 @@ func TestBatcherDeadlineUnderLoad(t *testing.T) {
 
 // TestBatcherLeave covers each state a call can be in when its time is up.
 func TestBatcherLeave(t *testing.T) {
-	result := batchSignal{result: batchResult{verdict: Verdict{Decision: Allow, Reason: "late"}}}
+	result := batchSignal{result: batchResult{verdict: engine.Verdict{Decision: engine.Allow, Reason: "late"}}}
 	for name, tc := range map[string]struct {
 		queued      bool         // the call is still in the queue
 		signal      *batchSignal // what is in its buffer
@@ -470,7 +471,7 @@ func (s *stallingSender) send(ctx context.Context, inputs []json.RawMessage) []b
 	}
 	out := make([]batchResult, len(inputs))
 	for i, in := range inputs {
-		out[i].verdict = Verdict{Decision: Allow, Rule: "test/echo", Reason: string(in)}
+		out[i].verdict = engine.Verdict{Decision: engine.Allow, Rule: "test/echo", Reason: string(in)}
 	}
 	return out
 }
@@ -522,12 +523,12 @@ func TestEvaluateBatchExactMembers(t *testing.T) {
 			for i, want := range tt.want {
 				if want == "" {
 					require.NoError(t, results[i].err, "input %d", i)
-					assert.Equal(t, Verdict{Decision: Deny, Rule: RuleFrozen, Reason: "frozen"}, results[i].verdict)
+					assert.Equal(t, engine.Verdict{Decision: engine.Deny, Rule: RuleFrozen, Reason: "frozen"}, results[i].verdict)
 					continue
 				}
 				require.Error(t, results[i].err, "input %d", i)
 				assert.Contains(t, results[i].err.Error(), want, "input %d", i)
-				assert.Equal(t, Verdict{}, results[i].verdict)
+				assert.Equal(t, engine.Verdict{}, results[i].verdict)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
@@ -16,7 +17,7 @@ import (
 // makes the verdict malformed, whatever it says; unrelated members are
 // ignored.
 func TestVerdictOfExactMembers(t *testing.T) {
-	deny := Verdict{Decision: Deny, Rule: "svc.policy/strict", Reason: "policy says deny"}
+	deny := engine.Verdict{Decision: engine.Deny, Rule: "svc.policy/strict", Reason: "policy says deny"}
 	const members = `"decision":"deny","rule":"svc.policy/strict","reason":"policy says deny"`
 	tests := []struct {
 		name  string
@@ -60,7 +61,7 @@ func TestVerdictOfExactMembers(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
-			assert.Equal(t, Verdict{}, got)
+			assert.Equal(t, engine.Verdict{}, got)
 		})
 	}
 }

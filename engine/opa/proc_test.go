@@ -1,4 +1,4 @@
-package engine
+package opa
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 // warmEvaluator gives ev n spares, waits until each has been started (or
@@ -55,7 +56,7 @@ func TestEvalSpareReadsPackAfterInput(t *testing.T) {
 	writeModule(t, dir, denyB)
 	got, err := ev.Evaluate(t.Context(), opaInput(nil))
 	require.NoError(t, err)
-	assert.Equal(t, Verdict{Decision: Deny, Rule: "svc.policy/b", Reason: "b"}, got)
+	assert.Equal(t, engine.Verdict{Decision: engine.Deny, Rule: "svc.policy/b", Reason: "b"}, got)
 	assert.NotContains(t, sparePIDs(ev), spare[0], "the decision took the spare")
 
 	ev.spares.adding.Wait()
