@@ -11,6 +11,7 @@ import (
 
 	"github.com/svc-dev/svc/database"
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/api"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/holds"
 	"github.com/svc-dev/svc/inbox"
@@ -29,7 +30,7 @@ type app struct {
 	cancel   context.CancelFunc
 	bgCtx    context.Context // of the background work, ended by Close
 	exporter *export.Exporter
-	ready    []engine.ReadyCheck // the checks of GET /readyz
+	ready    []api.ReadyCheck // the checks of GET /readyz
 }
 
 // openApp builds every part of the engine and checks that OPA runs and the
@@ -116,9 +117,9 @@ func (a *app) open(ctx context.Context) error {
 	if p, ok := eval.(packStatuser); ok {
 		a.addReady("policy_pack", func(context.Context) error { return packFresh(p) })
 	}
-	deps := engine.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, KillSwitch: kill,
+	deps := api.ServerDeps{Engine: a.engine, Holds: store, Resolver: resolver, KillSwitch: kill,
 		Health: a.health, Ready: a.ready, Routes: map[string]http.Handler{"GET /metrics": metricsHandler}, Logger: log}
-	var srv *engine.Server // made below; the web app wakes its long-polls
+	var srv *api.Server // made below; the web app wakes its long-polls
 	if cfg.UIEnabled {
 		ui, err := inbox.New(inbox.Config{PublicURL: cfg.PublicURL, AuthToken: cfg.AuthToken, Window: cfg.Window,
 			MaxStreams: share(cfg.MaxConns, 4)},
@@ -130,14 +131,14 @@ func (a *app) open(ctx context.Context) error {
 		deps.UI = ui
 	}
 	if cfg.Gate.Enabled() {
-		gate, err := engine.NewIntrospector(cfg.Gate)
+		gate, err := api.NewIntrospector(cfg.Gate)
 		if err != nil {
 			return err
 		}
 		a.closers = append(a.closers, gate.Close)
 		deps.Gatekeeper = gate
 	}
-	srv = engine.NewServer(engine.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
+	srv = api.NewServer(api.ServerConfig{AuthToken: cfg.AuthToken, MaxBodyBytes: cfg.MaxBodyBytes,
 		BodyTimeout: cfg.ReadTimeout, MaxHoldWaiters: share(cfg.MaxConns, 2)}, deps)
 	a.handler = srv.Handler()
 	a.endWaits = func() {
@@ -220,7 +221,7 @@ func packFresh(p packStatuser) error {
 // addReady adds a named check to GET /readyz: one line per part whose
 // readiness the engine reports (docs/api.md#readyz).
 func (a *app) addReady(name string, check func(context.Context) error) {
-	a.ready = append(a.ready, engine.ReadyCheck{Name: name, Check: check})
+	a.ready = append(a.ready, api.ReadyCheck{Name: name, Check: check})
 }
 
 // policyDir returns SVC_POLICY_DIR or the bundled pack written to a private
@@ -247,7 +248,7 @@ const FreezeCheckInterval = 2 * time.Second
 // the long-polls of holds that another replica resolves and applies the
 // freeze state another replica sets, on their notifications (LISTEN) and,
 // for the freeze, every FreezeCheckInterval.
-func (a *app) follow(kill *engine.KillSwitch, srv *engine.Server) {
+func (a *app) follow(kill *engine.KillSwitch, srv *api.Server) {
 	ctx := a.bgCtx
 	freeze := make(chan struct{}, 1)
 	poke := func() {

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/svc-dev/svc/database"
-	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/api"
 	"github.com/svc-dev/svc/engine/opa"
 	"github.com/svc-dev/svc/export"
 	"github.com/svc-dev/svc/holds"
@@ -61,7 +61,7 @@ type Config struct {
 	ResolverTokens string
 	RequireVerify  bool
 	ResolutionPol  string
-	Gate           engine.GateConfig
+	Gate           api.GateConfig
 	Export         export.Config
 	TLS            TLSConfig     // the listener's certificate, the CA of the OPA client, plain HTTP off loopback
 	Retention      time.Duration // SVC_RETENTION_DAYS: the age past which settled holds and audit mirror rows go; 0 keeps them
@@ -83,8 +83,8 @@ var serveDefaults = map[string]any{
 	"audit_log": "", "holds_path": "", "database_url": "", "durability": string(ledger.DurabilityFull), "hold_ttl_seconds": "14400", "freeze": "false", "auth_token": "",
 	"log_level": "info", "log_format": "json", "resolver_tokens": "", "require_verified_approver": "true", "resolution_policy": "",
 	"gate_introspection_url": "", "gate_introspection_auth": "", "gate_introspection_ca_bundle": "",
-	"gate_introspection_cache_seconds": strconv.Itoa(engine.DefaultGateCacheSeconds),
-	"gate_introspection_timeout":       strconv.FormatFloat(engine.DefaultGateTimeout.Seconds(), 'f', -1, 64),
+	"gate_introspection_cache_seconds": strconv.Itoa(api.DefaultGateCacheSeconds),
+	"gate_introspection_timeout":       strconv.FormatFloat(api.DefaultGateTimeout.Seconds(), 'f', -1, 64),
 	"syslog_enabled":                   "false", "syslog_address": "", "syslog_protocol": export.ProtocolUDP,
 	"syslog_format": export.FormatJSON, "syslog_facility": export.DefaultFacility, "syslog_tls_verify": "true",
 	"syslog_tls_ca": "", "webhook_url": "", "webhook_queue_size": strconv.Itoa(export.DefaultQueueSize),
@@ -247,12 +247,12 @@ func parseConfig(v *viper.Viper, flags map[string]string) (Config, *parser, erro
 		ResolutionPol:  p.str("resolution_policy"),
 		UIEnabled:      p.boolean("ui_enabled"),
 		PublicURL:      p.publicURL(),
-		Gate: engine.GateConfig{
+		Gate: api.GateConfig{
 			URL:          p.str("gate_introspection_url"),
 			Auth:         p.str("gate_introspection_auth"),
 			CABundle:     p.str("gate_introspection_ca_bundle"),
-			CacheSeconds: int(p.integer("gate_introspection_cache_seconds", 0, engine.MaxGateCacheSeconds)),
-			Timeout:      p.seconds("gate_introspection_timeout", time.Millisecond, engine.MaxGateTimeout),
+			CacheSeconds: int(p.integer("gate_introspection_cache_seconds", 0, api.MaxGateCacheSeconds)),
+			Timeout:      p.seconds("gate_introspection_timeout", time.Millisecond, api.MaxGateTimeout),
 		},
 	}
 	c.TLS = p.tlsSettings("host", c.Host)

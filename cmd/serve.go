@@ -19,8 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-
-	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/api"
 )
 
 // serveExitHelp is the exit-code paragraph of `svc serve --help`.
@@ -196,7 +195,7 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 	// (up to engine.MaxHoldWait), which end at shutdown instead. No
 	// ReadTimeout either: net/http cancels a request's context when it
 	// passes, whether its handler is done or not; the server bounds the read
-	// of a body itself (SVC_READ_TIMEOUT, engine.ServerConfig.BodyTimeout).
+	// of a body itself (SVC_READ_TIMEOUT, api.ServerConfig.BodyTimeout).
 	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: headerTimeout, IdleTimeout: 120 * time.Second}
 	if err := listenTLS(srv, cfg.TLS, log); err != nil {
 		return err
@@ -207,7 +206,7 @@ func runServe(ctx context.Context, cfg Config, stderr io.Writer) error {
 }
 
 // serveUntilDone listens on host:port, holding at most conns connections
-// open at once (engine.LimitListener; 0: no cap), and serves srv, calling
+// open at once (api.LimitListener; 0: no cap), and serves srv, calling
 // started with the address, until serving fails (exit 1) or ctx ends; it
 // then shuts srv down, giving requests in flight shutdownGrace to finish.
 func serveUntilDone(ctx context.Context, host string, port, conns int, srv *http.Server, started func(addr string),
@@ -217,7 +216,7 @@ func serveUntilDone(ctx context.Context, host string, port, conns int, srv *http
 		return &exitError{code: exitFailure, err: fmt.Errorf("listen on %s:%d: %w", host, port, err)}
 	}
 	if conns > 0 {
-		ln = engine.LimitListener(ln, conns)
+		ln = api.LimitListener(ln, conns)
 	}
 	if srv.TLSConfig != nil {
 		ln = tls.NewListener(ln, srv.TLSConfig)

@@ -109,6 +109,9 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 // Frozen reports the kill-switch state.
 func (e *Engine) Frozen() bool { return e.frozen.Load() }
 
+// Now is the engine's clock (Deps.Now): the time holds are judged at.
+func (e *Engine) Now() time.Time { return e.deps.Now() }
+
 // NopPublisher discards events: the publisher when no export is configured.
 type NopPublisher struct{}
 

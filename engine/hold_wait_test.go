@@ -13,23 +13,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/api"
 )
 
 // holdServer serves the engine's routes over p's real stores, with a
 // pending hold raised by a decision, and returns the server and the hold.
-func holdServer(t *testing.T) (*engine.Server, *httptest.Server, string) {
+func holdServer(t *testing.T) (*api.Server, *httptest.Server, string) {
 	t.Helper()
-	return holdServerWith(t, engine.ServerConfig{MaxBodyBytes: 1 << 20})
+	return holdServerWith(t, api.ServerConfig{MaxBodyBytes: 1 << 20})
 }
 
 // holdServerWith is holdServer with the server's settings.
-func holdServerWith(t *testing.T, cfg engine.ServerConfig) (*engine.Server, *httptest.Server, string) {
+func holdServerWith(t *testing.T, cfg api.ServerConfig) (*api.Server, *httptest.Server, string) {
 	t.Helper()
 	p := newPipeline(t, realOPA(t), nil)
 	held := p.decideIn(t, "s", "delete", 1, "production", "irreversible", "broad")
 	require.Equal(t, engine.RequireApproval, held.Decision)
-	srv := engine.NewServer(cfg,
-		engine.ServerDeps{Engine: p.engine, Holds: p.holds, Logger: zerolog.Nop()})
+	srv := api.NewServer(cfg,
+		api.ServerDeps{Engine: p.engine, Holds: p.holds, Logger: zerolog.Nop()})
 	return srv, httptest.NewServer(srv.Handler()), held.HoldID
 }
 
@@ -99,7 +100,7 @@ func TestEndHoldWaitsAnswersPending(t *testing.T) {
 // with its connection closed, so that waiters cannot take every
 // connection from decisions.
 func TestHoldWaitersAreBounded(t *testing.T) {
-	srv, ts, id := holdServerWith(t, engine.ServerConfig{MaxBodyBytes: 1 << 20, MaxHoldWaiters: 1})
+	srv, ts, id := holdServerWith(t, api.ServerConfig{MaxBodyBytes: 1 << 20, MaxHoldWaiters: 1})
 	first := make(chan error, 1)
 	go func() {
 		resp, err := http.Get(ts.URL + "/v1/holds/" + id + "?wait=300")

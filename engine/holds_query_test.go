@@ -74,11 +74,11 @@ func TestHoldWaitQueryTakesLeadingZeros(t *testing.T) {
 	for query, want := range map[string]time.Duration{"wait=00000000": 0, "wait=0000000300": 300 * time.Second} {
 		vals, err := url.ParseQuery(query)
 		require.NoError(t, err)
-		got, err := holdWaitQuery(vals)
+		got, err := ParseHoldWait(vals)
 		require.NoError(t, err, query)
 		require.Equal(t, want, got)
 	}
 	vals, _ := url.ParseQuery("wait=99999999999999999999999")
-	_, err := holdWaitQuery(vals)
+	_, err := ParseHoldWait(vals)
 	require.Error(t, err)
 }

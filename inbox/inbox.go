@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/api"
 )
 
 //go:embed templates/*.html
@@ -117,7 +118,7 @@ func New(cfg Config, deps Deps) (*App, error) {
 
 // HoldURL is the page of hold id under the public URL base.
 func HoldURL(base, id string) string {
-	return strings.TrimSuffix(base, "/") + engine.UIPrefix + "holds/" + url.PathEscape(id)
+	return strings.TrimSuffix(base, "/") + api.UIPrefix + "holds/" + url.PathEscape(id)
 }
 
 func (a *App) routes() {
@@ -225,7 +226,7 @@ func (a *App) toSignin(w http.ResponseWriter, r *http.Request, why string) {
 // localNext is next if it is a path of the app, else the inbox: never a
 // redirect to another site.
 func localNext(next string) string {
-	if !strings.HasPrefix(next, engine.UIPrefix) || strings.ContainsAny(next, "\\\r\n") ||
+	if !strings.HasPrefix(next, api.UIPrefix) || strings.ContainsAny(next, "\\\r\n") ||
 		strings.HasPrefix(next, "//") {
 		return "/ui/inbox"
 	}

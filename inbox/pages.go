@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/engine"
+	"github.com/svc-dev/svc/engine/api"
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
@@ -142,7 +143,7 @@ func rowOf(h engine.Hold, now time.Time) holdRow {
 }
 
 // holdPath is the app's page of hold id.
-func holdPath(id string) string { return engine.UIPrefix + "holds/" + url.PathEscape(id) }
+func holdPath(id string) string { return api.UIPrefix + "holds/" + url.PathEscape(id) }
 
 // timeLeft is the time left on a live hold, "–" on a settled one.
 func timeLeft(h engine.Hold, now time.Time) string {

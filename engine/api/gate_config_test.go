@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 func TestGatePlainHTTPLoopback(t *testing.T) {
@@ -54,7 +55,7 @@ func TestGateValidate(t *testing.T) {
 	commented := write("bundle.pem", "# operator bundle\n"+string(caPEM))
 	fifo := filepath.Join(dir, "fifo.pem")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	huge := write("huge.pem", string(caPEM)+strings.Repeat("#", MaxPEMFile))
+	huge := write("huge.pem", string(caPEM)+strings.Repeat("#", engine.MaxPEMFile))
 
 	tests := []struct {
 		name string

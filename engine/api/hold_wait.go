@@ -1,37 +1,12 @@
-package engine
+package api
 
 import (
 	"context"
-	"net/url"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/svc-dev/svc/engine"
 )
-
-// MaxHoldWait is the longest GET /v1/holds/{id}?wait= waits (docs/api.md):
-// well below a gateway's guardrail timeout (LiteLLM's is 600 s) and the
-// idle timeouts of common proxies' long-lived requests.
-const MaxHoldWait = 300 * time.Second
-
-// holdWaitQuery parses the wait parameter of GET /v1/holds/{id}: absent is
-// no wait; else it must be given once, as whole seconds from 0 to
-// MaxHoldWait.
-func holdWaitQuery(q url.Values) (time.Duration, error) {
-	vals, ok := q["wait"]
-	if !ok {
-		return 0, nil
-	}
-	maxSeconds := int(MaxHoldWait / time.Second)
-	reason := "must be given once, as whole seconds from 0 to " + strconv.Itoa(maxSeconds)
-	if len(vals) != 1 || !digits.MatchString(vals[0]) {
-		return 0, InvalidField("wait", reason)
-	}
-	n, err := strconv.Atoi(vals[0])
-	if err != nil || n > maxSeconds {
-		return 0, InvalidField("wait", reason)
-	}
-	return time.Duration(n) * time.Second, nil
-}
 
 // holdWatch wakes the long-polls of holds when a hold leaves pending in
 // this process (a resolution); an expiry wakes them by its own timer. It
@@ -91,17 +66,17 @@ func (w *holdWatch) close() { w.once.Do(func() { close(w.closed) }) }
 // and sleeps until a resolution in this process, the hold's expiry, the
 // end of the wait or the end of ctx (the client gone). With a zero wait it
 // is Holds.Get.
-func (s *Server) awaitHold(ctx context.Context, id string, wait time.Duration) (Hold, error) {
+func (s *Server) awaitHold(ctx context.Context, id string, wait time.Duration) (engine.Hold, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
 		woken, cancel := s.watch.subscribe(id)
-		h, err := s.holds.Get(ctx, id, s.engine.deps.Now())
-		if err != nil || h.Status != HoldPending || wait <= 0 {
+		h, err := s.holds.Get(ctx, id, s.engine.Now())
+		if err != nil || h.Status != engine.HoldPending || wait <= 0 {
 			cancel()
 			return h, err
 		}
-		expiry := time.NewTimer(h.ExpiresTS.Sub(s.engine.deps.Now()))
+		expiry := time.NewTimer(h.ExpiresTS.Sub(s.engine.Now()))
 		select {
 		case <-woken:
 		case <-expiry.C:
@@ -112,7 +87,7 @@ func (s *Server) awaitHold(ctx context.Context, id string, wait time.Duration) (
 		case <-ctx.Done():
 			expiry.Stop()
 			cancel()
-			return Hold{}, ctx.Err()
+			return engine.Hold{}, ctx.Err()
 		}
 		expiry.Stop()
 		cancel()

@@ -1,8 +1,9 @@
-package engine
+package api
 
 import (
 	"net/http"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
@@ -20,7 +21,7 @@ type freezeBody struct {
 func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 	by, err := s.freezeActor(bearer(r))
 	if err != nil {
-		if ErrorCode(err) == EUNAUTHORIZED {
+		if engine.ErrorCode(err) == engine.EUNAUTHORIZED {
 			s.unauthorized(w, r, bearer(r))
 			return
 		}
@@ -38,7 +39,7 @@ func (s *Server) handleSetFreeze(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Frozen == nil {
-		s.writeError(w, InvalidField("frozen", "is required and must be a boolean"))
+		s.writeError(w, engine.InvalidField("frozen", "is required and must be a boolean"))
 		return
 	}
 	view, err := s.kill.Set(r.Context(), *body.Frozen, envelope.Clean(body.Reason), by)
@@ -60,10 +61,10 @@ func (s *Server) freezeActor(tok string) (string, error) {
 		return "", err
 	}
 	if !ok {
-		return "", Errorf(EUNAUTHORIZED, "unknown token")
+		return "", engine.Errorf(engine.EUNAUTHORIZED, "unknown token")
 	}
 	if envelope.Fold(p.Type) != "human" {
-		return "", &Error{Code: EFORBIDDEN, Name: "principal_type_not_allowed",
+		return "", &engine.Error{Code: engine.EFORBIDDEN, Name: "principal_type_not_allowed",
 			Message: "only SVC_AUTH_TOKEN or a human resolver may change the freeze",
 			Fields:  map[string]any{"principal": p.String()}}
 	}

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
@@ -69,7 +70,7 @@ func TestDecodeStrict(t *testing.T) {
 		{"documented body", `{"decision": "approve", "reason": "cleanup ticket OPS-12"}`,
 			resolveBody{Decision: ptr("approve"), Reason: ptr("cleanup ticket OPS-12")}},
 		{"with principal", `{"decision":"reject","principal":{"type":"human","id":"carol"}}`,
-			resolveBody{Decision: ptr("reject"), Principal: &Principal{Type: "human", ID: "carol"}}},
+			resolveBody{Decision: ptr("reject"), Principal: &engine.Principal{Type: "human", ID: "carol"}}},
 		{"escaped name, once", `{"d\u0065cision":"approve"}`, resolveBody{Decision: ptr("approve")}},
 		{"whitespace around", " \n\t{\"decision\":\"approve\"}\r\n ", resolveBody{Decision: ptr("approve")}},
 		{"null members", `{"decision":null,"reason":null,"principal":null}`, resolveBody{}},
@@ -86,9 +87,9 @@ func TestDecodeStrict(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var got resolveBody
 			err := decodeStrict([]byte(tt.body), &got, "usage", fields...)
-			var e *Error
+			var e *engine.Error
 			require.ErrorAs(t, err, &e)
-			assert.Equal(t, EINVALID, e.Code)
+			assert.Equal(t, engine.EINVALID, e.Code)
 			assert.Equal(t, "invalid_json", e.Name)
 			assert.Equal(t, tt.field, fieldOf(e))
 		})
@@ -106,7 +107,7 @@ func TestDecodeStrictReasons(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var got freezeBody
 			err := decodeStrict([]byte(tt.body), &got, "usage", "frozen", "reason")
-			var e *Error
+			var e *engine.Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, tt.reason, e.Message)
 		})
@@ -130,14 +131,14 @@ func TestResolveBodyIsStrict(t *testing.T) {
 func TestResolveValidBodies(t *testing.T) {
 	tests := []struct {
 		name, body string
-		want       ResolveRequest
+		want       engine.ResolveRequest
 	}{
 		{"documented", `{"decision": "approve", "reason": "cleanup ticket OPS-12"}`,
-			ResolveRequest{Decision: "approve", Reason: "cleanup ticket OPS-12"}},
-		{"reject without reason", `{"decision":"reject"}`, ResolveRequest{Decision: "reject"}},
+			engine.ResolveRequest{Decision: "approve", Reason: "cleanup ticket OPS-12"}},
+		{"reject without reason", `{"decision":"reject"}`, engine.ResolveRequest{Decision: "reject"}},
 		{"asserted principal", `{"decision":"approve","principal":{"type":"human","id":"carol"}}`,
-			ResolveRequest{Decision: "approve", Asserted: &Principal{Type: "human", ID: "carol"}}},
-		{"no decision reaches the resolver", `{}`, ResolveRequest{}},
+			engine.ResolveRequest{Decision: "approve", Asserted: &engine.Principal{Type: "human", ID: "carol"}}},
+		{"no decision reaches the resolver", `{}`, engine.ResolveRequest{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,15 +197,15 @@ func TestFreezeValidBodies(t *testing.T) {
 // switch, answering SVC_AUTH_TOKEN "op".
 type strictServer struct {
 	handler http.Handler
-	kill    *KillSwitch
+	kill    *engine.KillSwitch
 }
 
-func newStrictServer(t *testing.T, res Resolver) strictServer {
+func newStrictServer(t *testing.T, res engine.Resolver) strictServer {
 	t.Helper()
-	e, err := New(Config{}, Deps{Evaluator: struct{ Evaluator }{}, Budgets: struct{ Budgets }{},
-		Holds: struct{ Holds }{}, Recorder: nopJournal{}, Logger: zerolog.Nop()})
+	e, err := engine.New(engine.Config{}, engine.Deps{Evaluator: struct{ engine.Evaluator }{}, Budgets: struct{ engine.Budgets }{},
+		Holds: struct{ engine.Holds }{}, Recorder: nopJournal{}, Logger: zerolog.Nop()})
 	require.NoError(t, err)
-	kill, err := NewKillSwitch(context.Background(), e, &memFreeze{}, false)
+	kill, err := engine.NewKillSwitch(context.Background(), e, &memFreeze{}, false)
 	require.NoError(t, err)
 	srv := NewServer(ServerConfig{AuthToken: "op", MaxBodyBytes: 1 << 16},
 		ServerDeps{Engine: e, Resolver: res, KillSwitch: kill, Logger: zerolog.Nop()})
@@ -226,7 +227,7 @@ func post(t *testing.T, srv strictServer, path, body string) (int, map[string]an
 // fieldOf returns the "field" of an *Error or of an answer body, "" if none.
 func fieldOf(v any) string {
 	switch x := v.(type) {
-	case *Error:
+	case *engine.Error:
 		f, _ := x.Fields["field"].(string)
 		return f
 	case map[string]any:
@@ -239,28 +240,28 @@ func fieldOf(v any) string {
 func ptr(s string) *string { return &s }
 
 // recordingResolver resolves every hold, keeping the last request.
-type recordingResolver struct{ got *ResolveRequest }
+type recordingResolver struct{ got *engine.ResolveRequest }
 
-func (r *recordingResolver) Resolve(_ context.Context, req ResolveRequest) (Hold, error) {
+func (r *recordingResolver) Resolve(_ context.Context, req engine.ResolveRequest) (engine.Hold, error) {
 	r.got = &req
-	return Hold{ID: req.HoldID, Status: HoldApproved}, nil
+	return engine.Hold{ID: req.HoldID, Status: engine.HoldApproved}, nil
 }
 
-func (r *recordingResolver) Identify(string) (Principal, bool, error) {
-	return Principal{}, false, nil
+func (r *recordingResolver) Identify(string) (engine.Principal, bool, error) {
+	return engine.Principal{}, false, nil
 }
 
 // nopJournal accepts every record.
-type nopJournal struct{ Journal }
+type nopJournal struct{ engine.Journal }
 
 func (nopJournal) Record(context.Context, string, any) error { return nil }
 
 // memFreeze keeps the freeze state in memory.
-type memFreeze struct{ st FreezeState }
+type memFreeze struct{ st engine.FreezeState }
 
-func (m *memFreeze) LoadFreeze(context.Context) (FreezeState, error) { return m.st, nil }
+func (m *memFreeze) LoadFreeze(context.Context) (engine.FreezeState, error) { return m.st, nil }
 
-func (m *memFreeze) SaveFreeze(_ context.Context, st FreezeState) error {
+func (m *memFreeze) SaveFreeze(_ context.Context, st engine.FreezeState) error {
 	m.st = st
 	return nil
 }
@@ -278,7 +279,7 @@ func TestDecodeStrictManyMembers(t *testing.T) {
 	body.WriteString(`"f5":5}`)
 	var got map[string]int
 	err := decodeStrict([]byte(body.String()), &got, "usage", fields...)
-	var e *Error
+	var e *engine.Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, envelope.ReasonDuplicateKey, e.Message)
 	assert.Equal(t, "f5", fieldOf(e))
@@ -296,7 +297,7 @@ func TestPortalNullAnswerIsNoObject(t *testing.T) {
 // rather than reading them as U+FFFD: one approval would otherwise cover
 // bodies that differ there.
 func TestBodiesRefuseInvalidText(t *testing.T) {
-	minimal, err := os.ReadFile(filepath.Join("envelope", "testdata", "envelopes", "minimal.json"))
+	minimal, err := os.ReadFile(filepath.Join("..", "envelope", "testdata", "envelopes", "minimal.json"))
 	require.NoError(t, err)
 	withParams := func(p string) string {
 		return strings.Replace(string(minimal), `"approval":`, `"params": `+p+`, "approval":`, 1)
@@ -325,7 +326,7 @@ func TestBodiesRefuseInvalidText(t *testing.T) {
 			assert.Nil(t, res.got, "the resolver must not see the body")
 			assert.False(t, srv.kill.Query().Frozen, "the body must change nothing")
 			if c.path == "/v1/decide" {
-				assert.Equal(t, Deny, body["decision"])
+				assert.Equal(t, engine.Deny, body["decision"])
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"crypto/x509"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/svc-dev/svc/engine"
 )
 
 // Defaults and bounds of the gate's introspection settings.
@@ -71,7 +73,7 @@ func (c GateConfig) parse() (gateSettings, error) {
 	if err != nil {
 		return gateSettings{}, err
 	}
-	pool, err := LoadCAPool(c.CABundle, "SVC_GATE_INTROSPECTION_CA_BUNDLE")
+	pool, err := engine.LoadCAPool(c.CABundle, "SVC_GATE_INTROSPECTION_CA_BUNDLE")
 	if err != nil {
 		return gateSettings{}, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 func TestGateCacheWindowAndRevocation(t *testing.T) {
@@ -27,13 +28,13 @@ func TestGateCacheWindowAndRevocation(t *testing.T) {
 	}
 	require.NoError(t, step(0, "gate-a", 1))
 	require.NoError(t, step(10*time.Second, "gate-a", 1))
-	requireGateErr(t, step(0, "gate-b", 1), EFORBIDDEN, ReasonGateMismatch)
-	requireGateErr(t, step(0, "", 1), EFORBIDDEN, ReasonGateNotDeclared)
+	requireGateErr(t, step(0, "gate-b", 1), engine.EFORBIDDEN, ReasonGateMismatch)
+	requireGateErr(t, step(0, "", 1), engine.EFORBIDDEN, ReasonGateNotDeclared)
 
 	p.set(answer(http.StatusOK, `{"active":false}`)) // revoked at the portal
 	require.NoError(t, step(19*time.Second, "gate-a", 1), "still inside the 30 s window")
-	requireGateErr(t, step(time.Second, "gate-a", 2), EUNAUTHORIZED, "")
-	requireGateErr(t, step(0, "gate-a", 3), EUNAUTHORIZED, "") // the refusal was not cached
+	requireGateErr(t, step(time.Second, "gate-a", 2), engine.EUNAUTHORIZED, "")
+	requireGateErr(t, step(0, "gate-a", 3), engine.EUNAUTHORIZED, "") // the refusal was not cached
 
 	for k := range g.cache.entries {
 		assert.NotContains(t, k, testCredential)
@@ -61,7 +62,7 @@ func TestGateCacheCappedByExp(t *testing.T) {
 	require.NoError(t, err)
 	clk.advance(6 * time.Second)
 	_, err = g.Authenticate(context.Background(), testCredential, "gate-a")
-	requireGateErr(t, err, EUNAUTHORIZED, "") // asked again, and the answer's exp has passed
+	requireGateErr(t, err, engine.EUNAUTHORIZED, "") // asked again, and the answer's exp has passed
 	assert.Equal(t, int32(2), p.calls.Load())
 }
 
@@ -73,8 +74,8 @@ func TestGateNoCacheAndNegativeAnswers(t *testing.T) {
 		wantCode     string
 	}{
 		{name: "cache 0 asks every time", cacheSeconds: 0, h: activeGateA},
-		{name: "inactive not cached", cacheSeconds: 30, h: answer(http.StatusOK, `{"active":false}`), wantCode: EUNAUTHORIZED},
-		{name: "portal error not cached", cacheSeconds: 30, h: answer(http.StatusBadGateway, ``), wantCode: EUNAUTHORIZED},
+		{name: "inactive not cached", cacheSeconds: 30, h: answer(http.StatusOK, `{"active":false}`), wantCode: engine.EUNAUTHORIZED},
+		{name: "portal error not cached", cacheSeconds: 30, h: answer(http.StatusBadGateway, ``), wantCode: engine.EUNAUTHORIZED},
 	}
 	ca := newTestCA(t)
 	for _, tt := range tests {

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
 
@@ -214,8 +215,8 @@ func (g *Introspector) Authenticate(ctx context.Context, credential, declaredGat
 	return gate, nil
 }
 
-func gateRefused(msg string) *Error {
-	return &Error{Code: EUNAUTHORIZED, Name: "unauthorized", Message: "gate credential refused: " + msg}
+func gateRefused(msg string) *engine.Error {
+	return &engine.Error{Code: engine.EUNAUTHORIZED, Name: "unauthorized", Message: "gate credential refused: " + msg}
 }
 
 // PortalError is a gate credential refused because of the portal rather
@@ -223,7 +224,7 @@ func gateRefused(msg string) *Error {
 // not answer in time, or answered with an error status or an unreadable
 // body. It unwraps to the *Error the caller is answered (401), and lets the
 // server log an outage as such rather than as a refused credential.
-type PortalError struct{ err *Error }
+type PortalError struct{ err *engine.Error }
 
 // Error implements error.
 func (e *PortalError) Error() string { return e.err.Error() }
@@ -233,8 +234,8 @@ func (e *PortalError) Unwrap() error { return e.err }
 
 func portalFault(msg string) error { return &PortalError{gateRefused(msg)} }
 
-func gateForbidden(reason, msg string) *Error {
-	return &Error{Code: EFORBIDDEN, Message: msg, Fields: map[string]any{"reason": reason}}
+func gateForbidden(reason, msg string) *engine.Error {
+	return &engine.Error{Code: engine.EFORBIDDEN, Message: msg, Fields: map[string]any{"reason": reason}}
 }
 
 // introspect answers from the cache or joins the one portal call in flight

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"context"
@@ -27,6 +27,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/svc-dev/svc/engine"
 )
 
 const testCredential = "cred-0123456789-secret"
@@ -183,11 +184,11 @@ func newGate(t *testing.T, cfg GateConfig) (*Introspector, *fakeClock) {
 // carries the credential.
 func requireGateErr(t *testing.T, err error, code, reason string) {
 	t.Helper()
-	var e *Error
+	var e *engine.Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, code, e.Code)
-	assert.Equal(t, statusOf(code), map[string]int{EUNAUTHORIZED: 401, EFORBIDDEN: 403}[code])
-	if code == EUNAUTHORIZED {
+	assert.Equal(t, engine.StatusOf(code), map[string]int{engine.EUNAUTHORIZED: 401, engine.EFORBIDDEN: 403}[code])
+	if code == engine.EUNAUTHORIZED {
 		assert.Equal(t, "unauthorized", e.Name)
 		assert.Nil(t, e.Fields)
 	} else {
@@ -215,52 +216,52 @@ func TestGateAuthenticate(t *testing.T) {
 		{name: "surrounding spaces trimmed", body: `{"active":true,"gate":" gate-a "}`, declared: "gate-a ", wantGate: "gate-a"},
 		{name: "future exp", body: `{"active":true,"gate":"gate-a","exp":4102444800}`, declared: "gate-a", wantGate: "gate-a"},
 		{name: "body just under 64 KiB", body: `{"active":true,"gate":"gate-a","pad":"` + pad[:60<<10] + `"}`, declared: "gate-a", wantGate: "gate-a"},
-		{name: "gate mismatch", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-b", wantCode: EFORBIDDEN, wantReason: ReasonGateMismatch},
-		{name: "gate case differs", body: `{"active":true,"gate":"gate-a"}`, declared: "GATE-A", wantCode: EFORBIDDEN, wantReason: ReasonGateMismatch},
-		{name: "gate undeclared", body: `{"active":true,"gate":"gate-a"}`, wantCode: EFORBIDDEN, wantReason: ReasonGateNotDeclared},
-		{name: "gate blank", body: `{"active":true,"gate":"gate-a"}`, declared: "  ", wantCode: EFORBIDDEN, wantReason: ReasonGateNotDeclared},
-		{name: "inactive", body: `{"active":false}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "inactive and undeclared is 401", body: `{"active":false,"gate":"gate-a"}`, wantCode: EUNAUTHORIZED},
-		{name: "active as string", body: `{"active":"true","gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "active as number", body: `{"active":1,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
+		{name: "gate mismatch", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-b", wantCode: engine.EFORBIDDEN, wantReason: ReasonGateMismatch},
+		{name: "gate case differs", body: `{"active":true,"gate":"gate-a"}`, declared: "GATE-A", wantCode: engine.EFORBIDDEN, wantReason: ReasonGateMismatch},
+		{name: "gate undeclared", body: `{"active":true,"gate":"gate-a"}`, wantCode: engine.EFORBIDDEN, wantReason: ReasonGateNotDeclared},
+		{name: "gate blank", body: `{"active":true,"gate":"gate-a"}`, declared: "  ", wantCode: engine.EFORBIDDEN, wantReason: ReasonGateNotDeclared},
+		{name: "inactive", body: `{"active":false}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED},
+		{name: "inactive and undeclared is 401", body: `{"active":false,"gate":"gate-a"}`, wantCode: engine.EUNAUTHORIZED},
+		{name: "active as string", body: `{"active":"true","gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED},
+		{name: "active as number", body: `{"active":1,"gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED},
 		{name: "gate of 256 bytes", body: `{"active":true,"gate":"` + strings.Repeat("g", 256) + `"}`, declared: strings.Repeat("g", 256), wantGate: strings.Repeat("g", 256)},
-		{name: "gate over 256 bytes", body: `{"active":true,"gate":"` + strings.Repeat("g", 257) + `"}`, declared: strings.Repeat("g", 257), wantCode: EUNAUTHORIZED},
+		{name: "gate over 256 bytes", body: `{"active":true,"gate":"` + strings.Repeat("g", 257) + `"}`, declared: strings.Repeat("g", 257), wantCode: engine.EUNAUTHORIZED},
 		{name: "escaped member names", body: `{"\u0061ctive":true,"g\u0061te":"gate-a"}`, declared: "gate-a", wantGate: "gate-a"},
 		{name: "RFC 7662 members ignored", body: `{"active":true,"gate":"gate-a","scope":"decide","client_id":"litellm","sub":"svc","token_type":"Bearer","iat":1,"nbf":1,"aud":["svc"],"ext":{"active":false,"gate":"gate-b","Gate":"x"}}`, declared: "gate-a", wantGate: "gate-a"},
 		{name: "whitespace around the object", body: " \n{\"active\":true,\"gate\":\"gate-a\"}\r\n", declared: "gate-a", wantGate: "gate-a"},
-		{name: "declared list", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a, gate-b", wantCode: EFORBIDDEN, wantReason: ReasonGateMismatch, wantMsg: "more than one gate"},
-		{name: "declared list, own gate last", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-b, gate-a", wantCode: EFORBIDDEN, wantReason: ReasonGateMismatch, wantMsg: "more than one gate"},
-		{name: "declared list, own gate twice", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a,gate-a", wantCode: EFORBIDDEN, wantReason: ReasonGateMismatch},
-		{name: "declared list, empty element", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a,", wantCode: EFORBIDDEN, wantReason: ReasonGateMismatch},
-		{name: "declared list of empty elements", body: `{"active":true,"gate":"gate-a"}`, declared: " , ", wantCode: EFORBIDDEN, wantReason: ReasonGateMismatch},
-		{name: "active name folded", body: `{"Active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: `spells member "active" another way`, portal: true},
-		{name: "active beside a case variant", body: `{"active":true,"Active":false,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "gate beside a full-width variant", body: `{"active":true,"gate":"gate-a","ｇate":"gate-b"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "gate beside a zero-width variant", body: `{"active":true,"gate":"gate-a","ga\u200bte":"gate-b"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "gate beside a spaced variant", body: `{"active":true,"gate":"gate-a"," gate":"gate-b"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "exp beside a case variant", body: `{"active":true,"gate":"gate-a","exp":4102444800,"EXP":1}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "active twice, last true", body: `{"active":false,"gate":"gate-a","active":true}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: `names member "active" twice`, portal: true},
-		{name: "active twice, first true", body: `{"active":true,"gate":"gate-a","active":false}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "active twice, both true", body: `{"active":true,"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "active twice, once escaped", body: `{"active":false,"gate":"gate-a","\u0061ctive":true}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "gate twice", body: `{"active":true,"gate":"gate-b","gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "exp twice", body: `{"active":true,"gate":"gate-a","exp":1,"exp":4102444800}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "other member twice", body: `{"active":true,"gate":"gate-a","scope":"read","scope":"decide"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "names a member twice", portal: true},
-		{name: "no gate", body: `{"active":true}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "empty gate", body: `{"active":true,"gate":" "}`, declared: " ", wantCode: EUNAUTHORIZED},
-		{name: "null gate", body: `{"active":true,"gate":null}`, wantCode: EUNAUTHORIZED},
-		{name: "numeric gate", body: `{"active":true,"gate":7}`, declared: "7", wantCode: EUNAUTHORIZED},
-		{name: "control char in gate", body: `{"active":true,"gate":"gate\u0000a"}`, declared: "gate\x00a", wantCode: EUNAUTHORIZED},
-		{name: "past exp", body: `{"active":true,"gate":"gate-a","exp":1}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "expired"},
-		{name: "non-numeric exp", body: `{"active":true,"gate":"gate-a","exp":"soon"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
-		{name: "not JSON", body: `active=true`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "JSON array", body: `[{"active":true,"gate":"gate-a"}]`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "JSON null", body: `null`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "trailing data", body: `{"active":true,"gate":"gate-a"} {}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "oversized body", body: `{"active":true,"gate":"gate-a","pad":"` + pad + `"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "exceeds 64 KiB", portal: true},
-		{name: "HTTP 500", status: 500, body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, wantMsg: "HTTP 500", portal: true},
-		{name: "HTTP 201", status: 201, body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED, portal: true},
-		{name: "no credential, portal not asked", credential: "-", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: EUNAUTHORIZED},
+		{name: "declared list", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a, gate-b", wantCode: engine.EFORBIDDEN, wantReason: ReasonGateMismatch, wantMsg: "more than one gate"},
+		{name: "declared list, own gate last", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-b, gate-a", wantCode: engine.EFORBIDDEN, wantReason: ReasonGateMismatch, wantMsg: "more than one gate"},
+		{name: "declared list, own gate twice", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a,gate-a", wantCode: engine.EFORBIDDEN, wantReason: ReasonGateMismatch},
+		{name: "declared list, empty element", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a,", wantCode: engine.EFORBIDDEN, wantReason: ReasonGateMismatch},
+		{name: "declared list of empty elements", body: `{"active":true,"gate":"gate-a"}`, declared: " , ", wantCode: engine.EFORBIDDEN, wantReason: ReasonGateMismatch},
+		{name: "active name folded", body: `{"Active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, wantMsg: `spells member "active" another way`, portal: true},
+		{name: "active beside a case variant", body: `{"active":true,"Active":false,"gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "gate beside a full-width variant", body: `{"active":true,"gate":"gate-a","ｇate":"gate-b"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "gate beside a zero-width variant", body: `{"active":true,"gate":"gate-a","ga\u200bte":"gate-b"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "gate beside a spaced variant", body: `{"active":true,"gate":"gate-a"," gate":"gate-b"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "exp beside a case variant", body: `{"active":true,"gate":"gate-a","exp":4102444800,"EXP":1}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "active twice, last true", body: `{"active":false,"gate":"gate-a","active":true}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, wantMsg: `names member "active" twice`, portal: true},
+		{name: "active twice, first true", body: `{"active":true,"gate":"gate-a","active":false}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "active twice, both true", body: `{"active":true,"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "active twice, once escaped", body: `{"active":false,"gate":"gate-a","\u0061ctive":true}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "gate twice", body: `{"active":true,"gate":"gate-b","gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "exp twice", body: `{"active":true,"gate":"gate-a","exp":1,"exp":4102444800}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "other member twice", body: `{"active":true,"gate":"gate-a","scope":"read","scope":"decide"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, wantMsg: "names a member twice", portal: true},
+		{name: "no gate", body: `{"active":true}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED},
+		{name: "empty gate", body: `{"active":true,"gate":" "}`, declared: " ", wantCode: engine.EUNAUTHORIZED},
+		{name: "null gate", body: `{"active":true,"gate":null}`, wantCode: engine.EUNAUTHORIZED},
+		{name: "numeric gate", body: `{"active":true,"gate":7}`, declared: "7", wantCode: engine.EUNAUTHORIZED},
+		{name: "control char in gate", body: `{"active":true,"gate":"gate\u0000a"}`, declared: "gate\x00a", wantCode: engine.EUNAUTHORIZED},
+		{name: "past exp", body: `{"active":true,"gate":"gate-a","exp":1}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, wantMsg: "expired"},
+		{name: "non-numeric exp", body: `{"active":true,"gate":"gate-a","exp":"soon"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED},
+		{name: "not JSON", body: `active=true`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "JSON array", body: `[{"active":true,"gate":"gate-a"}]`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "JSON null", body: `null`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "trailing data", body: `{"active":true,"gate":"gate-a"} {}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "oversized body", body: `{"active":true,"gate":"gate-a","pad":"` + pad + `"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, wantMsg: "exceeds 64 KiB", portal: true},
+		{name: "HTTP 500", status: 500, body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, wantMsg: "HTTP 500", portal: true},
+		{name: "HTTP 201", status: 201, body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED, portal: true},
+		{name: "no credential, portal not asked", credential: "-", body: `{"active":true,"gate":"gate-a"}`, declared: "gate-a", wantCode: engine.EUNAUTHORIZED},
 	}
 	ca := newTestCA(t)
 	for _, tt := range tests {
@@ -341,7 +342,7 @@ func TestGatePortalFaultsRefuse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g, _ := newGate(t, tt.cfg)
 			_, err := g.Authenticate(context.Background(), testCredential, "gate-a")
-			requireGateErr(t, err, EUNAUTHORIZED, "")
+			requireGateErr(t, err, engine.EUNAUTHORIZED, "")
 			assert.Contains(t, err.Error(), tt.want)
 			assert.ErrorAs(t, err, new(*PortalError))
 		})
@@ -357,7 +358,7 @@ func TestGateRedirectNotFollowed(t *testing.T) {
 	})
 	g, _ := newGate(t, gateConfig(p.srv.URL, ca))
 	_, err := g.Authenticate(context.Background(), testCredential, "gate-a")
-	requireGateErr(t, err, EUNAUTHORIZED, "")
+	requireGateErr(t, err, engine.EUNAUTHORIZED, "")
 	assert.Zero(t, target.calls.Load())
 }
 
@@ -388,7 +389,7 @@ func TestGateTimeoutRefuses(t *testing.T) {
 			start := time.Now()
 			_, err := g.Authenticate(context.Background(), testCredential, "gate-a")
 			elapsed := time.Since(start)
-			requireGateErr(t, err, EUNAUTHORIZED, "")
+			requireGateErr(t, err, engine.EUNAUTHORIZED, "")
 			assert.Contains(t, err.Error(), "did not answer within 200ms")
 			assert.ErrorAs(t, err, new(*PortalError))
 			assert.GreaterOrEqual(t, elapsed, cfg.Timeout)
@@ -443,7 +444,7 @@ func TestGateCancelledCallerLeavesSharedCall(t *testing.T) {
 	go func() { _, err := g.Authenticate(context.Background(), testCredential, "gate-a"); resB <- err }()
 	<-joined // B shares it
 	cancelA()
-	requireGateErr(t, <-errA, EUNAUTHORIZED, "")
+	requireGateErr(t, <-errA, engine.EUNAUTHORIZED, "")
 	close(release)
 	require.NoError(t, <-resB, "A going away must not fail B's shared call")
 	assert.Equal(t, int32(1), p.calls.Load())

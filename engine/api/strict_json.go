@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"encoding/json"
@@ -6,14 +6,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/engine/ijson"
 )
 
 // invalidJSON is the 400 of a request body that is not the JSON object its
 // route documents: {error: invalid_json, reason[, field]}.
-func invalidJSON(reason, field string) *Error {
-	e := &Error{Code: EINVALID, Name: "invalid_json", Message: reason}
+func invalidJSON(reason, field string) *engine.Error {
+	e := &engine.Error{Code: engine.EINVALID, Name: "invalid_json", Message: reason}
 	if field != "" {
 		e.Fields = map[string]any{"field": field}
 	}
@@ -22,7 +23,7 @@ func invalidJSON(reason, field string) *Error {
 
 // invalidText is the 400 of a body that breaks I-JSON's text rules: its
 // reason and offset name the first offending byte.
-func invalidText(err error) *Error {
+func invalidText(err error) *engine.Error {
 	e := invalidJSON(err.Error(), "")
 	if ie, ok := errors.AsType[*ijson.Error](err); ok {
 		e.Fields = map[string]any{"offset": ie.Offset}
@@ -44,7 +45,7 @@ func decodeStrict(body []byte, v any, usage string, fields ...string) error {
 		return invalidText(err)
 	}
 	if err := checkMembers(body, "", fields); err != nil {
-		var e *Error
+		var e *engine.Error
 		if errors.As(err, &e) {
 			return e
 		}

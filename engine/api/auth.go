@@ -1,10 +1,11 @@
-package engine
+package api
 
 import (
 	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/transport"
 )
 
@@ -24,7 +25,7 @@ func (s *Server) decideAuth(next func(http.ResponseWriter, *http.Request, string
 		}
 		if s.gate == nil || tok == "" {
 			s.logRefused(r, tok, nil)
-			s.refuseAuth(w, Errorf(EUNAUTHORIZED, "missing or invalid bearer token"))
+			s.refuseAuth(w, engine.Errorf(engine.EUNAUTHORIZED, "missing or invalid bearer token"))
 			return
 		}
 		gate, err := s.gate.Authenticate(r.Context(), tok, declaredGate(r))
@@ -41,21 +42,21 @@ func (s *Server) decideAuth(next func(http.ResponseWriter, *http.Request, string
 // request's body (transport.DropBody); the answer carries a deny.
 func (s *Server) refuseAuth(w http.ResponseWriter, err error) {
 	transport.DropBody(w)
-	var e *Error
+	var e *engine.Error
 	if !errors.As(err, &e) {
-		e = Errorf(EUNAUTHORIZED, "credential refused")
+		e = engine.Errorf(engine.EUNAUTHORIZED, "credential refused")
 	}
-	body := map[string]any{"decision": Deny, "rule": "svc.core/unauthorized"}
+	body := map[string]any{"decision": engine.Deny, "rule": "svc.core/unauthorized"}
 	for k, v := range e.Fields {
 		body[k] = v
 	}
-	if e.Code == EUNAUTHORIZED {
+	if e.Code == engine.EUNAUTHORIZED {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		body["error"] = "unauthorized"
 	} else if _, ok := body["error"]; !ok {
 		body["error"] = "forbidden"
 	}
-	writeJSON(w, statusOf(e.Code), body)
+	writeJSON(w, engine.StatusOf(e.Code), body)
 }
 
 // holdsAuth admits SVC_AUTH_TOKEN or a resolver token when any credential
@@ -131,9 +132,9 @@ func (s *Server) logRefused(r *http.Request, tok string, cause error) {
 }
 
 // identify looks tok up among the resolver credentials.
-func (s *Server) identify(tok string) (Principal, bool, error) {
+func (s *Server) identify(tok string) (engine.Principal, bool, error) {
 	if tok == "" || s.resolver == nil {
-		return Principal{}, false, nil
+		return engine.Principal{}, false, nil
 	}
 	return s.resolver.Identify(tok)
 }

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 	"github.com/svc-dev/svc/engine/ijson"
 	"github.com/svc-dev/svc/transport"
@@ -40,11 +41,11 @@ type ServerConfig struct {
 // Server serves the engine's routes.
 type Server struct {
 	cfg      ServerConfig
-	engine   *Engine
-	holds    Holds
-	resolver Resolver
+	engine   *engine.Engine
+	holds    engine.Holds
+	resolver engine.Resolver
 	gate     Gatekeeper              // nil when introspection is off
-	kill     *KillSwitch             // nil: no freeze routes
+	kill     *engine.KillSwitch      // nil: no freeze routes
 	health   func() map[string]any   // extra /healthz fields, may be nil
 	ready    []ReadyCheck            // the checks of /readyz
 	extra    map[string]http.Handler // further routes (e.g. GET /metrics)
@@ -68,11 +69,11 @@ const portalLogPeriod = 10 * time.Second
 
 // ServerDeps are the parts the routes call.
 type ServerDeps struct {
-	Engine     *Engine
-	Holds      Holds
-	Resolver   Resolver
+	Engine     *engine.Engine
+	Holds      engine.Holds
+	Resolver   engine.Resolver
 	Gatekeeper Gatekeeper
-	KillSwitch *KillSwitch
+	KillSwitch *engine.KillSwitch
 	Health     func() map[string]any
 	Ready      []ReadyCheck
 	Routes     map[string]http.Handler
@@ -176,11 +177,11 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				}
 				s.log.Error().Interface("panic", p).Str("path", r.URL.Path).Msg("handler panicked")
 				if isDecide(r) {
-					writeJSON(w, http.StatusInternalServerError, Decision{Decision: Deny, Rule: RuleInternalError,
-						Reason: "engine fault; denied (fail closed)", Obligations: []string{}, DecisionID: NewID()})
+					writeJSON(w, http.StatusInternalServerError, engine.Decision{Decision: engine.Deny, Rule: engine.RuleInternalError,
+						Reason: "engine fault; denied (fail closed)", Obligations: []string{}, DecisionID: engine.NewID()})
 					return
 				}
-				writeJSON(w, http.StatusInternalServerError, map[string]any{"error": EINTERNAL})
+				writeJSON(w, http.StatusInternalServerError, map[string]any{"error": engine.EINTERNAL})
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -215,7 +216,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, gate strin
 			"field": inv.Field, "reason": inv.Reason})
 		return
 	}
-	d, status := s.engine.Decide(r.Context(), Request{Envelope: env, Gate: gate, Received: received})
+	d, status := s.engine.Decide(r.Context(), engine.Request{Envelope: env, Gate: gate, Received: received})
 	note := noteOf(r)
 	note.decisionID, note.verdict = d.DecisionID, d.Decision
 	s.log.Debug().Str("decision_id", d.DecisionID).Str("verdict", d.Decision).Str("rule", d.Rule).Str("reason", d.Reason).
@@ -273,8 +274,8 @@ func writeBodyError(w http.ResponseWriter, err error) {
 // writeRefusal answers a refused decide request; the body also carries a
 // deny so that a client reading only "decision" blocks.
 func writeRefusal(w http.ResponseWriter, status int, body map[string]any) {
-	body["decision"] = Deny
-	body["rule"] = RuleInvalidRequest
+	body["decision"] = engine.Deny
+	body["rule"] = engine.RuleInvalidRequest
 	writeJSON(w, status, body)
 }
 
@@ -287,9 +288,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError renders an *Error (or any error as internal_error); a server
 // fault is logged here, once, with its cause, which the body never carries.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
-	var e *Error
+	var e *engine.Error
 	if !errors.As(err, &e) {
-		e = &Error{Code: EINTERNAL, Message: "internal error"}
+		e = &engine.Error{Code: engine.EINTERNAL, Message: "internal error"}
 	}
 	body := map[string]any{}
 	for k, v := range e.Fields {
@@ -302,7 +303,7 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	if _, ok := body["reason"]; !ok && e.Message != "" {
 		body["reason"] = e.Message
 	}
-	status := statusOf(e.Code)
+	status := engine.StatusOf(e.Code)
 	switch {
 	case status >= http.StatusInternalServerError:
 		s.log.Error().Err(err).Msg("request failed")

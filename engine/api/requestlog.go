@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/svc-dev/svc/engine"
 )
 
 // requestNote is what the request log learns from the handlers: the route
@@ -106,6 +107,6 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, body
 		}
 	}
 	ev.Msg("request refused")
-	noteOf(r).verdict = Deny
+	noteOf(r).verdict = engine.Deny
 	writeRefusal(w, status, body)
 }
