@@ -31,7 +31,7 @@ const (
 	opaWaitDelay = 500 * time.Millisecond
 )
 
-// EvalEvaluator is the Evaluator that runs `opa eval` once per decision on
+// EvalEvaluator is the engine.Evaluator that runs `opa eval` once per decision on
 // the policy pack in a directory. Each run is bounded by a timeout and runs
 // in its own process group, which is killed whole on timeout or cancel.
 // With spares (WithSpares), processes are started ahead of the decisions

@@ -56,7 +56,7 @@ type OPAServerConfig struct {
 	probe    func(context.Context) bool // the health check; nil is GET /health within opaProbeTimeout
 }
 
-// OPAServer is the Evaluator backed by an `opa run --server` that svc starts
+// OPAServer is the engine.Evaluator backed by an `opa run --server` that svc starts
 // and supervises: the server listens on a unix socket in a private
 // directory and runs in its own process group; when it dies, every decision
 // is denied at once until it has been restarted (with exponential backoff)

@@ -35,7 +35,7 @@ const (
 // package is not loaded.
 var errPolicyUndefined = errors.New("policy decision is undefined")
 
-// RESTEvaluator is the Evaluator that queries a running OPA server through
+// RESTEvaluator is the engine.Evaluator that queries a running OPA server through
 // its REST data API (POST /v1/data/svc/policy/decision) over keep-alive
 // connections. Each query is bounded by a timeout; built-in errors are fatal
 // (strict-builtin-errors), as with `opa eval --strict-builtin-errors`.
