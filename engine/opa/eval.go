@@ -222,31 +222,45 @@ func (o *opaOutput) Write(p []byte) (int, error) {
 }
 
 // parseOPAVerdict extracts the one valid verdict from the output of
-// `opa eval --format json`, {"result": [{"expressions": [{"value": ...}]}]}:
-// one result per solution, one value per query expression. An undefined
-// query prints {}. Member names are matched exactly (see ExactMembers).
+// `opa eval --format json` (evalValue).
 func parseOPAVerdict(out []byte) (engine.Verdict, error) {
+	value, defined, err := evalValue(out)
+	switch {
+	case err != nil:
+		return engine.Verdict{}, err
+	case !defined:
+		return engine.Verdict{}, errors.New("policy decision is undefined")
+	}
+	return verdictOf(value)
+}
+
+// evalValue extracts the value of the one query expression from the output
+// of `opa eval --format json`, {"result": [{"expressions": [{"value": ...}]}]}:
+// one result per solution, one value per query expression. An undefined
+// query prints {}: no value, defined false. Member names are matched
+// exactly (see ExactMembers).
+func evalValue(out []byte) (value json.RawMessage, defined bool, err error) {
 	result, n, err := onlyElement(out, "result")
 	switch {
 	case err != nil:
-		return engine.Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+		return nil, false, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
 	case n == 0:
-		return engine.Verdict{}, errors.New("policy decision is undefined")
+		return nil, false, nil
 	case n > 1:
-		return engine.Verdict{}, fmt.Errorf("policy returned %d results, want 1", n)
+		return nil, false, fmt.Errorf("policy returned %d results, want 1", n)
 	}
 	expression, n, err := onlyElement(result, "expressions")
 	switch {
 	case err != nil:
-		return engine.Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+		return nil, false, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
 	case n != 1:
-		return engine.Verdict{}, fmt.Errorf("policy returned %d expressions, want 1", n)
+		return nil, false, fmt.Errorf("policy returned %d expressions, want 1", n)
 	}
-	var value [1]json.RawMessage
-	if err := envelope.ExactMembers(expression, []string{"value"}, value[:]); err != nil {
-		return engine.Verdict{}, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
+	var member [1]json.RawMessage
+	if err := envelope.ExactMembers(expression, []string{"value"}, member[:]); err != nil {
+		return nil, false, fmt.Errorf("parse opa output %q: %w", opaSnippet(out), err)
 	}
-	return verdictOf(value[0])
+	return member[0], true, nil
 }
 
 // onlyElement reads the member name of the object doc as an array and

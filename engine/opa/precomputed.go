@@ -59,24 +59,13 @@ func evalDocument(ctx context.Context, bin, dir, query string) (json.RawMessage,
 	if err != nil {
 		return nil, err
 	}
-	var answer struct {
-		Result []struct {
-			Expressions []struct {
-				Value json.RawMessage `json:"value"`
-			} `json:"expressions"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(out, &answer); err != nil {
-		return nil, fmt.Errorf("opa eval %s: read its answer: %w", query, err)
-	}
+	value, defined, err := evalValue(out)
 	switch {
-	case len(answer.Result) == 0:
+	case err != nil:
+		return nil, fmt.Errorf("opa eval %s: %w", query, err)
+	case !defined:
 		return nil, nil
-	case len(answer.Result) != 1 || len(answer.Result[0].Expressions) != 1:
-		return nil, fmt.Errorf("opa eval %s: %d results, not one", query, len(answer.Result))
-	}
-	value := answer.Result[0].Expressions[0].Value
-	if !bytes.HasPrefix(bytes.TrimSpace(value), []byte("{")) {
+	case !bytes.HasPrefix(bytes.TrimSpace(value), []byte("{")):
 		return nil, errors.New("opa eval " + query + ": the document is not an object")
 	}
 	return value, nil
@@ -86,12 +75,22 @@ func evalDocument(ctx context.Context, bin, dir, query string) (json.RawMessage,
 // that fails leaves no file: a partial one would keep the server from
 // loading at all.
 func writePrecomputed(path string, value json.RawMessage) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := writeOwnFile(path, value); err != nil {
 		return fmt.Errorf("write precomputed policy values: %w", err)
 	}
-	if err := os.WriteFile(path, value, 0o600); err != nil {
+	return nil
+}
+
+// writeOwnFile writes one of svc's own files of the server's private
+// directory (mode 600, its directories 700), leaving none when the write
+// fails.
+func writeOwnFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		_ = os.Remove(path)
-		return fmt.Errorf("write precomputed policy values: %w", err)
+		return err
 	}
 	return nil
 }

@@ -127,11 +127,7 @@ func StartOPAServer(cfg OPAServerConfig) (*OPAServer, error) {
 // svc's own files that the server loads besides the policy pack (with the
 // precomputed values, precompute).
 func writeBatchModule(dir string) error {
-	path := filepath.Join(dir, "batch", "batch.rego")
-	if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("write opa batch module: %w", err)
-	}
-	if err := os.WriteFile(path, []byte(opaBatchModule), 0o600); err != nil {
+	if err := writeOwnFile(filepath.Join(dir, "batch", "batch.rego"), []byte(opaBatchModule)); err != nil {
 		return fmt.Errorf("write opa batch module: %w", err)
 	}
 	return nil
@@ -257,6 +253,9 @@ func (s *OPAServer) Close() error {
 func (s *OPAServer) supervise(ctx context.Context) {
 	defer close(s.done)
 	s.precompute(ctx)
+	if ctx.Err() != nil {
+		return
+	}
 	backoff := opaRestartMin
 	for {
 		started := time.Now()
