@@ -229,7 +229,7 @@ func parseOPAVerdict(out []byte) (engine.Verdict, error) {
 	case err != nil:
 		return engine.Verdict{}, err
 	case !defined:
-		return engine.Verdict{}, errors.New("policy decision is undefined")
+		return engine.Verdict{}, errPolicyUndefined
 	}
 	return verdictOf(value)
 }

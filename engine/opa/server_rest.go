@@ -30,11 +30,6 @@ const (
 	opaProbeTimeout = time.Second
 )
 
-// errPolicyUndefined is the answer of a server on which
-// data.svc.policy.decision is not defined, typically because the svc.policy
-// package is not loaded.
-var errPolicyUndefined = errors.New("policy decision is undefined")
-
 // RESTEvaluator is the engine.Evaluator that queries a running OPA server through
 // its REST data API (POST /v1/data/svc/policy/decision) over keep-alive
 // connections. Each query is bounded by a timeout; built-in errors are fatal

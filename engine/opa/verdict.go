@@ -2,12 +2,18 @@ package opa
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/svc-dev/svc/engine"
 	"github.com/svc-dev/svc/engine/envelope"
 )
+
+// errPolicyUndefined is the answer of an evaluation in which
+// data.svc.policy.decision is not defined, typically because the svc.policy
+// package is not loaded; every evaluator fails the decision with it.
+var errPolicyUndefined = errors.New("policy decision is undefined")
 
 // Bounds of a verdict's obligations.
 const (
